@@ -1,0 +1,3 @@
+"""fleetopt: size GPU fleets for LLM serving in tokens per second."""
+
+__version__ = "0.1.0"

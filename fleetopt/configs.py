@@ -1,0 +1,228 @@
+"""Enumerate the configs — (model, GPU type, tp, role, operating point) — and their coefficients.
+
+Plain numbers only: the formulation turns them into constraints, `verify` re-derives them from
+the perf functions. A config that cannot carry a class (memory, TTFT, TPOT) gets no routing
+variable for it, and the reason is kept for the infeasibility explanation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleetopt.catalog import Gpu, Model, Resolved
+from fleetopt.instance import Profile, Workload
+from fleetopt.perf.operating_point import (
+    PROFILE,
+    Limits,
+    OperatingPoint,
+    RequestShape,
+    capacity,
+    ineligibility,
+    latency,
+    usage,
+)
+from fleetopt.perf.profiles import profile_rate
+from fleetopt.perf.replica import Replica
+from fleetopt.perf.throughput import candidate_points
+
+ROLES_BY_MODE = {"colocated": ("colocated",), "disaggregated": ("prefill", "decode")}
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    name: str
+    model: str
+    requests_per_s: float
+    shape: RequestShape
+    percentile: float
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.requests_per_s * self.shape.input_mean
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.requests_per_s * self.shape.output_mean
+
+
+def request_class(workload: Workload) -> RequestClass:
+    slo = workload.slo
+    percentile = slo.percentile if slo else 99.0
+    shape = RequestShape(
+        input_mean=workload.input.mean,
+        output_mean=workload.output.mean,
+        input_tail=workload.input.at_percentile(percentile),
+        output_tail=workload.output.at_percentile(percentile),
+        ttft_s=slo.ttft_ms / 1e3 if slo and slo.ttft_ms else None,
+        tpot_s=slo.tpot_ms / 1e3 if slo and slo.tpot_ms else None,
+    )
+    return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)
+
+
+@dataclass
+class Config:
+    """One column family of the program: replicas of one kind, and what each class uses of them."""
+
+    model: str
+    gpu: str
+    tp: int
+    op: OperatingPoint
+    capacity: dict[str, float]
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)  # class -> resource -> use
+    ttft_s: dict[str, float | None] = field(default_factory=dict)
+    tpot_s: dict[str, float | None] = field(default_factory=dict)
+    measured: bool = False
+
+    @property
+    def role(self) -> str:
+        return self.op.role
+
+    @property
+    def key(self) -> str:
+        point = (
+            "measured"
+            if self.measured
+            else f"step{self.op.step_s * 1e3:.2f}ms-chunk{self.op.chunk_tokens}"
+        )
+        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}"
+
+
+@dataclass
+class Rejection:
+    config: str
+    kind: str  # tensor_parallel | weights | memory | ttft | tpot | profile
+    reason: str
+
+
+@dataclass
+class ConfigSet:
+    classes: list[RequestClass]
+    configs: list[Config]
+    rejections: dict[str, list[Rejection]]  # class -> why configs may not carry it
+
+
+def limits_of(resolved: Resolved) -> Limits:
+    s = resolved.instance.serving
+    return Limits(s.max_prefill_utilization, s.max_num_seqs, s.gpu_memory_utilization)
+
+
+def valid_tensor_parallel(model: Model, gpu: Gpu, tp: int) -> str | None:
+    """Why this tp cannot shard the model on this GPU, or None."""
+    if tp > gpu.spec.max_tensor_parallel:
+        return f"tp{tp} exceeds the {gpu.spec.max_tensor_parallel}-GPU scale-up domain"
+    if model.spec.q_heads % tp:
+        return f"{model.spec.q_heads} attention heads do not split over tp{tp}"
+    return None
+
+
+def enumerate_configs(resolved: Resolved) -> ConfigSet:
+    instance = resolved.instance
+    classes = [request_class(w) for w in instance.workloads]
+    limits = limits_of(resolved)
+    roles = [r for mode in instance.serving.modes for r in ROLES_BY_MODE[mode]]
+    profiles = {(p.model, p.gpu, p.tensor_parallel, p.role): p for p in instance.profiles}
+    configs: list[Config] = []
+    rejections: dict[str, list[Rejection]] = {c.name: [] for c in classes}
+
+    for model_name, model in resolved.models.items():
+        mine = [c for c in classes if c.model == model_name]
+        if not mine:
+            continue
+        for gpu_name, gpu in resolved.gpus.items():
+            tps = sorted(
+                set(instance.serving.tensor_parallel)
+                | {
+                    p.tensor_parallel
+                    for p in instance.profiles
+                    if (p.model, p.gpu) == (model_name, gpu_name)
+                }
+            )
+            for tp in tps:
+                for role in roles:
+                    profile = profiles.get((model_name, gpu_name, tp, role))
+                    if profile is not None:
+                        configs.append(
+                            _measured_config(model_name, gpu_name, profile, mine, rejections)
+                        )
+                        continue
+                    if tp not in instance.serving.tensor_parallel:
+                        continue
+                    where = f"{model_name} on {gpu_name} tp{tp} {role}"
+                    kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
+                    replica = Replica(model, gpu, tp)
+                    if (
+                        problem is None
+                        and replica.kv_capacity_bytes(limits.gpu_memory_utilization) <= 0
+                    ):
+                        need = replica.weight_bytes / 1e9
+                        kind, problem = (
+                            "weights",
+                            f"weights ({need:,.0f} GB) leave no room for a KV cache",
+                        )
+                    if problem is not None:
+                        for c in mine:
+                            rejections[c.name].append(Rejection(where, kind, problem))
+                        continue
+                    for op in operating_points(
+                        replica, role, mine, instance.serving.chunk_tokens, limits
+                    ):
+                        config = _analytic_config(replica, op, mine, limits, rejections)
+                        if config is not None:
+                            configs.append(config)
+    return ConfigSet(classes, configs, rejections)
+
+
+def operating_points(
+    replica: Replica, role: str, classes: list[RequestClass], chunks: list[int], limits: Limits
+) -> list[OperatingPoint]:
+    """The union of every class's candidate points (deduplicated): each class's own best point
+    is on offer, and the program mixes classes on whichever points suit them all."""
+    points = {
+        (round(op.step_s, 7), op.chunk_tokens): op
+        for c in classes
+        for op in candidate_points(replica, role, c.shape, chunks, limits)
+    }
+    return [OperatingPoint(role, step, chunk) for step, chunk in sorted(points)]
+
+
+def _analytic_config(
+    replica: Replica,
+    op: OperatingPoint,
+    classes: list[RequestClass],
+    limits: Limits,
+    rejections: dict[str, list[Rejection]],
+) -> Config | None:
+    caps = capacity(replica, op, limits)
+    config = Config(replica.model.name, replica.gpu.name, replica.tp, op, caps)
+    if not caps:
+        return None
+    for c in classes:
+        blocker = ineligibility(replica, op, c.shape, limits)
+        if blocker is not None:
+            rejections[c.name].append(Rejection(config.key, blocker.kind, blocker.message))
+            continue
+        config.usage[c.name] = usage(replica, op, c.shape)
+        lat = latency(replica, op, c.shape)
+        config.ttft_s[c.name] = lat.ttft_s
+        config.tpot_s[c.name] = lat.tpot_s
+    return config if config.usage else None
+
+
+def _measured_config(
+    model: str,
+    gpu: str,
+    profile: Profile,
+    classes: list[RequestClass],
+    rejections: dict[str, list[Rejection]],
+) -> Config:
+    op = OperatingPoint(profile.role, 0.0, 0)
+    config = Config(model, gpu, profile.tensor_parallel, op, {PROFILE: 1.0}, measured=True)
+    for c in classes:
+        rate, reason = profile_rate(profile, c.shape.input_mean, c.shape.output_mean)
+        if rate is None:
+            rejections[c.name].append(Rejection(config.key, "profile", reason))
+            continue
+        config.usage[c.name] = {PROFILE: 1.0 / rate}
+        config.ttft_s[c.name] = None
+        config.tpot_s[c.name] = None
+    return config

@@ -1,0 +1,85 @@
+"""Why no fleet can exist: per class, the target no config meets and the best any config does.
+
+Runs before the solver. A class needs at least one config that may prefill it and one that may
+decode it; when either side is empty, the explanation names the class, the target, and the best
+TTFT / TPOT / KV capacity on offer, so the user knows what to relax and by how much.
+"""
+
+from __future__ import annotations
+
+from fleetopt.catalog import Resolved
+from fleetopt.configs import ConfigSet, RequestClass, limits_of, valid_tensor_parallel
+from fleetopt.perf.replica import Replica
+
+
+def blocked_classes(config_set: ConfigSet, resolved: Resolved) -> list[str]:
+    """One sentence per class that no config can carry (empty when every class has a path)."""
+    messages = []
+    for cls in config_set.classes:
+        prefill = any(cls.name in k.usage and k.op.does_prefill for k in config_set.configs)
+        decode = any(cls.name in k.usage and k.op.does_decode for k in config_set.configs)
+        if not (prefill and decode):
+            messages.append(_explain(cls, config_set, resolved, prefill, decode))
+    return messages
+
+
+def _explain(
+    cls: RequestClass, config_set: ConfigSet, resolved: Resolved, prefill: bool, decode: bool
+) -> str:
+    replicas = _replicas(cls, resolved)
+    limits = limits_of(resolved)
+    shape = cls.shape
+    pct = f"p{cls.percentile:g}"
+    if not replicas:
+        kinds = {r.reason for r in config_set.rejections[cls.name]}
+        return f"{cls.name}: {cls.model} fits on no GPU type and tp allowed ({'; '.join(sorted(kinds))})"
+    longest = shape.input_tail + shape.output_tail
+    roomiest = max(replicas, key=lambda r: r.kv_capacity_tokens(limits.gpu_memory_utilization))
+    room = roomiest.kv_capacity_tokens(limits.gpu_memory_utilization)
+    if room < longest:
+        return (
+            f"{cls.name}: a {pct} sequence of {longest:,.0f} tokens needs more KV cache than any "
+            f"replica holds (at most {room:,.0f} tokens on {_name(roomiest)}); allow larger "
+            "tensor_parallel, a bigger GPU, or kv_dtype fp8"
+        )
+    if not prefill and shape.ttft_s is not None:
+        fastest = min(replicas, key=lambda r: r.prefill_s(shape.input_tail))
+        best = fastest.prefill_s(shape.input_tail)
+        if best > shape.ttft_s:
+            return (
+                f"{cls.name}: TTFT {pct} {shape.ttft_s * 1e3:,.0f} ms is below the fastest prefill "
+                f"of a {shape.input_tail:,.0f}-token prompt, {best * 1e3:,.0f} ms on "
+                f"{_name(fastest)}; raise ttft_ms or allow larger tensor_parallel"
+            )
+    if not decode and shape.tpot_s is not None:
+        context = shape.input_tail + shape.output_tail
+        fastest = min(
+            replicas, key=lambda r: r.step_s(decode_seqs=1, decode_context_tokens=context)
+        )
+        best = fastest.step_s(decode_seqs=1, decode_context_tokens=context)
+        if best > shape.tpot_s:
+            return (
+                f"{cls.name}: TPOT {shape.tpot_s * 1e3:,.1f} ms is below the fastest decode step "
+                f"even for a single sequence, {best * 1e3:,.1f} ms on {_name(fastest)}; raise "
+                "tpot_ms, use fp8/int4 weights or allow larger tensor_parallel"
+            )
+    side = "prefill" if not prefill else "decode"
+    reasons = sorted({f"{r.kind}: {r.reason}" for r in config_set.rejections[cls.name]})[:3]
+    return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"
+
+
+def _replicas(cls: RequestClass, resolved: Resolved) -> list[Replica]:
+    model = resolved.models[cls.model]
+    limits = limits_of(resolved)
+    found = []
+    for gpu in resolved.gpus.values():
+        for tp in resolved.instance.serving.tensor_parallel:
+            if valid_tensor_parallel(model, gpu, tp) is None:
+                replica = Replica(model, gpu, tp)
+                if replica.kv_capacity_bytes(limits.gpu_memory_utilization) > 0:
+                    found.append(replica)
+    return found
+
+
+def _name(replica: Replica) -> str:
+    return f"{replica.gpu.name} tp{replica.tp}"

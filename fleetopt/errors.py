@@ -1,0 +1,23 @@
+"""Errors the CLI turns into one line and an exit code (DESIGN §4: 2 = bad input, 3 = infeasible)."""
+
+
+class FleetoptError(Exception):
+    exit_code = 1
+
+
+class InputError(FleetoptError):
+    """Bad input: the message names the field (or file:line) and the fix."""
+
+    exit_code = 2
+
+
+class InfeasibleError(FleetoptError):
+    """No fleet meets the targets; the message says which class, which target and why."""
+
+    exit_code = 3
+
+
+class VerificationError(FleetoptError):
+    """A solved plan failed the independent re-check: a bug, never the user's fault."""
+
+    exit_code = 4

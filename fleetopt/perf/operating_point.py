@@ -1,0 +1,212 @@
+"""Operating points of a replica and, for each, what one request/s of a class uses of each resource.
+
+An operating point fixes the step-time budget `step_s` (the TPOT a decode or colocated replica
+holds) and the prefill chunk `chunk_tokens` whose compute every step reserves. At a fixed point
+all of a replica's limits are linear in the routed request rates (docs/formulation.md §3):
+
+    Σ_c usage[c][resource] · r_c  ≤  capacity[resource] · replicas
+
+Little's law gives the sequences in flight: n_c = r_c · output_c · step_s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fleetopt.perf.replica import Replica
+
+PREFILL = "prefill_compute"
+DECODE_COMPUTE = "decode_compute"
+DECODE_MEMORY = "decode_bandwidth"
+BATCH = "batch_slots"
+KV = "kv_memory"
+KV_OUT = "kv_transfer_out"
+KV_IN = "kv_transfer_in"
+PROFILE = "measured_capacity"
+
+RESOURCE_LABELS = {
+    PREFILL: "prefill compute",
+    DECODE_COMPUTE: "decode compute",
+    DECODE_MEMORY: "HBM bandwidth",
+    BATCH: "batch slots",
+    KV: "KV memory",
+    KV_OUT: "KV transfer (send)",
+    KV_IN: "KV transfer (receive)",
+    PROFILE: "measured capacity",
+}
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """What the cost model needs of a request class: mean lengths for throughput, lengths at
+    the SLO percentile for latency, and the targets (None = no target)."""
+
+    input_mean: float
+    output_mean: float
+    input_tail: float
+    output_tail: float
+    ttft_s: float | None
+    tpot_s: float | None
+
+    @property
+    def decode_context(self) -> float:
+        """Mean context of a sequence over its decode life: the prompt plus half the output."""
+        return self.input_mean + self.output_mean / 2
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    role: str  # colocated | prefill | decode
+    step_s: float
+    chunk_tokens: int  # 0 for decode
+
+    @property
+    def does_prefill(self) -> bool:
+        return self.role in ("colocated", "prefill")
+
+    @property
+    def does_decode(self) -> bool:
+        return self.role in ("colocated", "decode")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Engine limits that bound every operating point (from `serving`)."""
+
+    max_prefill_utilization: float
+    max_num_seqs: int
+    gpu_memory_utilization: float
+
+
+def prefill_step_s(replica: Replica, chunk_tokens: int) -> float:
+    """Step time of a dedicated prefill replica processing a full chunk."""
+    return replica.step_s(prefill_tokens=chunk_tokens)
+
+
+def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, float]:
+    """Per-replica capacity of each resource at the point; empty if the point is impossible."""
+    caps: dict[str, float] = {}
+    tau, chunk = op.step_s, op.chunk_tokens
+    if op.does_prefill:
+        caps[PREFILL] = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
+    if op.does_decode:
+        reserve = replica.fixed_s + chunk * replica.allreduce_s_per_token
+        compute_left = tau - reserve - replica.chunk_compute_s(chunk)
+        memory_left = tau - reserve - replica.weight_read_s
+        kv_bytes = replica.kv_capacity_bytes(limits.gpu_memory_utilization)
+        if compute_left <= 0 or memory_left <= 0 or kv_bytes <= 0:
+            return {}
+        caps[DECODE_COMPUTE] = compute_left / tau
+        caps[DECODE_MEMORY] = memory_left / tau
+        caps[BATCH] = float(limits.max_num_seqs)
+        caps[KV] = kv_bytes
+    if op.role == "prefill":
+        caps[KV_OUT] = replica.kv_transfer_bytes_per_s
+    if op.role == "decode":
+        caps[KV_IN] = replica.kv_transfer_bytes_per_s
+    return caps
+
+
+def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str, float]:
+    """Resources one request/s of the class takes at the point."""
+    use: dict[str, float] = {}
+    if op.does_prefill:
+        use[PREFILL] = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
+    if op.does_decode:
+        ctx = shape.decode_context
+        out = shape.output_mean
+        comm = replica.allreduce_s_per_token
+        use[DECODE_COMPUTE] = out * (replica.decode_compute_s_per_token(ctx) + comm)
+        use[DECODE_MEMORY] = out * (replica.decode_memory_s_per_token(ctx) + comm)
+        use[BATCH] = out * op.step_s
+        use[KV] = out * op.step_s * ctx * replica.kv_bytes_per_token
+    if op.role == "prefill":
+        use[KV_OUT] = shape.input_mean * replica.kv_bytes_per_token
+    if op.role == "decode":
+        use[KV_IN] = shape.input_mean * replica.kv_bytes_per_token
+    return use
+
+
+@dataclass(frozen=True)
+class Latency:
+    ttft_s: float | None  # None: this role does not set the TTFT
+    tpot_s: float | None  # None: this role does not set the TPOT
+
+
+def latency(replica: Replica, op: OperatingPoint, shape: RequestShape) -> Latency:
+    """TTFT and TPOT of a tail-length request at the point, queueing excluded."""
+    ttft = tpot = None
+    if op.does_prefill:
+        steps = replica.chunked_prefill_steps(shape.input_tail, op.chunk_tokens)
+        ttft = steps * op.step_s
+        if op.role == "prefill":
+            ttft += replica.kv_transfer_s(shape.input_tail)
+    if op.does_decode:
+        tpot = op.step_s
+    return Latency(ttft, tpot)
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why a point may not carry a class: which limit, how far off, in words."""
+
+    kind: str  # memory | ttft | tpot
+    achieved: float  # tokens the KV cache holds, or the latency in seconds
+    message: str
+
+
+def ineligibility(
+    replica: Replica, op: OperatingPoint, shape: RequestShape, limits: Limits
+) -> Blocker | None:
+    """Why the point may not serve the class, or None if it may."""
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    longest = shape.input_tail + (shape.output_tail if op.does_decode else 0)
+    if kv_tokens < longest:
+        return Blocker(
+            "memory",
+            kv_tokens,
+            f"KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token sequence",
+        )
+    lat = latency(replica, op, shape)
+    if shape.ttft_s is not None and lat.ttft_s is not None and lat.ttft_s > shape.ttft_s:
+        return Blocker(
+            "ttft",
+            lat.ttft_s,
+            f"TTFT {lat.ttft_s * 1e3:,.0f} ms > target {shape.ttft_s * 1e3:,.0f} ms",
+        )
+    if (
+        shape.tpot_s is not None
+        and lat.tpot_s is not None
+        and lat.tpot_s > shape.tpot_s * (1 + 1e-9)
+    ):
+        return Blocker(
+            "tpot",
+            lat.tpot_s,
+            f"TPOT {lat.tpot_s * 1e3:,.1f} ms > target {shape.tpot_s * 1e3:,.1f} ms",
+        )
+    return None
+
+
+def throughput_step_s(
+    replica: Replica, chunk_tokens: int, shape: RequestShape, limits: Limits
+) -> float:
+    """The step time at which a replica serving only this class reaches its batch limit
+    (slots or KV memory) exactly as compute or bandwidth runs out: its best throughput point."""
+    ctx = shape.decode_context
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    seqs = min(float(limits.max_num_seqs), kv_tokens / ctx)
+    memory = replica.weight_read_s + seqs * replica.decode_memory_s_per_token(ctx)
+    compute = replica.chunk_compute_s(chunk_tokens) + seqs * replica.decode_compute_s_per_token(ctx)
+    comm = (seqs + chunk_tokens) * replica.allreduce_s_per_token
+    return replica.fixed_s + max(memory, compute) + comm
+
+
+def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:
+    """Largest request rate one replica carries of a single class, and the binding resource."""
+    best, binding = math.inf, ""
+    for resource, cap in caps.items():
+        u = use.get(resource, 0.0)
+        if u > 0 and cap / u < best:
+            best, binding = cap / u, resource
+    return best, binding

@@ -1,0 +1,179 @@
+"""One replica of a model on `tp` GPUs of one type: memory, and the parts of an engine step's time.
+
+The step model is a roofline with additive communication (docs/cost-model.md):
+
+    step = fixed + max(memory, compute) + all-reduce
+    memory   = (weight bytes + KV bytes read) / (tp · HBM bandwidth · eff_memory)
+    compute  = (2 · active params · tokens + attention FLOPs) / (tp · peak FLOP/s · eff_compute)
+    all-reduce = tokens · per-token all-reduce time        (zero at tp = 1)
+    fixed    = step overhead + 2 · layers · all-reduce latency
+
+Every term but the weight read is linear in the tokens of the step, which is what lets the
+program hold the step-time limit with linear constraints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from fleetopt.catalog import Gpu, Model
+from fleetopt.instance import ModelSpec
+from fleetopt.perf.efficiency import efficiency_for
+
+BYTES_PER_VALUE = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5}
+ACTIVATION_BYTES = 2.0  # all-reduce payloads are bf16 activations
+ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 12e-6, "pcie": 25e-6}
+"""Latency of one small all-reduce (NCCL / custom all-reduce, order of magnitude; docs/cost-model.md)."""
+ACTIVATION_RESERVE_GB = 2.0
+"""Per-GPU memory held back for activations, CUDA graphs and the allocator (vLLM profiles ~1-4 GB)."""
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> float:
+    """KV cache bytes one token holds across all layers (MLA: the latent plus the rope key)."""
+    size = BYTES_PER_VALUE[kv_dtype]
+    if spec.kv_lora_rank is not None:
+        return spec.layers * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) * size
+    return 2 * spec.layers * spec.kv_heads * spec.head_dim * size
+
+
+@dataclass(frozen=True)
+class Replica:
+    model: Model
+    gpu: Gpu
+    tp: int
+
+    @cached_property
+    def efficiency(self):
+        return efficiency_for(self.gpu)
+
+    # --- memory -----------------------------------------------------------------------------
+
+    @cached_property
+    def weight_bytes(self) -> float:
+        return self.model.spec.params_b * 1e9 * BYTES_PER_VALUE[self.model.weight_dtype]
+
+    @cached_property
+    def kv_bytes_per_token(self) -> float:
+        return kv_bytes_per_token(self.model.spec, self.model.kv_dtype)
+
+    def kv_capacity_bytes(self, memory_utilization: float) -> float:
+        """HBM left for the KV cache across the replica; <= 0 means the model does not fit."""
+        usable = self.tp * (self.gpu.spec.memory_gb * memory_utilization - ACTIVATION_RESERVE_GB)
+        return usable * 1e9 - self.weight_bytes
+
+    def kv_capacity_tokens(self, memory_utilization: float) -> float:
+        return max(0.0, self.kv_capacity_bytes(memory_utilization)) / self.kv_bytes_per_token
+
+    # --- rates ------------------------------------------------------------------------------
+
+    @cached_property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s of the replica: FP8 tensor cores for FP8 weights where the GPU has
+        them; INT4 weights are dequantised to BF16 (W4A16)."""
+        spec = self.gpu.spec
+        peak = spec.bf16_tflops
+        if self.model.weight_dtype == "fp8" and spec.fp8_tflops is not None:
+            peak = spec.fp8_tflops
+        return self.tp * peak * 1e12 * self.efficiency.compute
+
+    @cached_property
+    def bytes_per_s(self) -> float:
+        return self.tp * self.gpu.spec.hbm_tb_s * 1e12 * self.efficiency.memory
+
+    @cached_property
+    def weight_read_s(self) -> float:
+        """Time to stream the weights once: the floor of every step."""
+        return self.weight_bytes / self.bytes_per_s
+
+    @cached_property
+    def kv_read_s_per_token(self) -> float:
+        return self.kv_bytes_per_token / self.bytes_per_s
+
+    @cached_property
+    def linear_s_per_token(self) -> float:
+        """Matmul time of one token through the active parameters."""
+        return 2 * self.model.spec.active_params_b * 1e9 / self.flops_per_s
+
+    @cached_property
+    def attention_s_per_pair(self) -> float:
+        """Attention time of one (query token, context token) pair: QK and AV, 2 FLOPs each."""
+        spec = self.model.spec
+        return 4 * spec.layers * spec.q_heads * spec.head_dim / self.flops_per_s
+
+    @cached_property
+    def allreduce_s_per_token(self) -> float:
+        """Ring all-reduce of one token's activations, twice per layer; zero at tp = 1."""
+        if self.tp == 1:
+            return 0.0
+        spec = self.model.spec
+        payload = 2 * spec.layers * spec.hidden * ACTIVATION_BYTES * 2 * (self.tp - 1) / self.tp
+        bandwidth = self.gpu.spec.interconnect_gb_s * 1e9 * self.efficiency.interconnect
+        return payload / bandwidth
+
+    @cached_property
+    def fixed_s(self) -> float:
+        latency = 0.0
+        if self.tp > 1:
+            latency = 2 * self.model.spec.layers * ALLREDUCE_LATENCY_S[self.gpu.spec.interconnect]
+        return self.efficiency.step_overhead_ms / 1e3 + latency
+
+    @cached_property
+    def kv_transfer_bytes_per_s(self) -> float:
+        """Scale-out bandwidth of the replica for prefill-to-decode KV transfer."""
+        return self.tp * self.gpu.spec.network_gb_s * 1e9 * self.efficiency.interconnect
+
+    # --- per-token costs of one request class -------------------------------------------------
+
+    def prefill_s_per_token(self, prompt_tokens: float) -> float:
+        """Compute time per prompt token, attention included (causal: mean context L/2)."""
+        return self.linear_s_per_token + self.attention_s_per_pair * prompt_tokens / 2
+
+    def decode_compute_s_per_token(self, context_tokens: float) -> float:
+        return self.linear_s_per_token + self.attention_s_per_pair * context_tokens
+
+    def decode_memory_s_per_token(self, context_tokens: float) -> float:
+        """KV bytes a sequence streams per step, as time (the weights are read once per step)."""
+        return self.kv_read_s_per_token * context_tokens
+
+    # --- whole steps --------------------------------------------------------------------------
+
+    def step_s(
+        self,
+        decode_seqs: float = 0.0,
+        decode_context_tokens: float = 0.0,
+        prefill_tokens: float = 0.0,
+        prefill_compute_s: float | None = None,
+    ) -> float:
+        """Time of one engine step: `decode_seqs` sequences holding `decode_context_tokens` in all,
+        plus `prefill_tokens` prompt tokens (whose compute time may be given, attention included)."""
+        if prefill_compute_s is None:
+            prefill_compute_s = prefill_tokens * self.linear_s_per_token
+        memory = self.weight_read_s + decode_context_tokens * self.kv_read_s_per_token
+        compute = (
+            decode_seqs * self.linear_s_per_token
+            + decode_context_tokens * self.attention_s_per_pair
+            + prefill_compute_s
+        )
+        allreduce = (decode_seqs + prefill_tokens) * self.allreduce_s_per_token
+        return self.fixed_s + max(memory, compute) + allreduce
+
+    def prefill_s(self, prompt_tokens: float) -> float:
+        """Time to prefill one prompt alone, in one step."""
+        return self.step_s(
+            prefill_tokens=prompt_tokens,
+            prefill_compute_s=prompt_tokens * self.prefill_s_per_token(prompt_tokens),
+        )
+
+    def chunk_compute_s(self, chunk_tokens: int) -> float:
+        """Compute time reserved in every step for a prefill chunk of this many tokens."""
+        return chunk_tokens * self.linear_s_per_token
+
+    def chunked_prefill_steps(self, prompt_tokens: float, chunk_tokens: int) -> int:
+        """Steps a prompt takes when each step gives it the chunk's compute time."""
+        per_step = self.chunk_compute_s(chunk_tokens)
+        return max(1, math.ceil(prompt_tokens * self.prefill_s_per_token(prompt_tokens) / per_step))
+
+    def kv_transfer_s(self, prompt_tokens: float) -> float:
+        return prompt_tokens * self.kv_bytes_per_token / self.kv_transfer_bytes_per_s

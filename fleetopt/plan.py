@@ -1,0 +1,129 @@
+"""The solver's answer as data: pools, routes, GPUs, cost, latency. JSON names are the public contract."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass
+class Route:
+    pool: int
+    phase: str  # both | prefill | decode
+    requests_per_s: float
+
+
+@dataclass
+class PoolPlan:
+    model: str
+    role: str
+    gpu: str
+    tensor_parallel: int
+    replicas: int
+    gpus: int
+    cost_per_hour: float
+    prefill_tokens_per_s: float
+    """Prefill capacity at this pool's mix of classes (routed / utilisation)."""
+    decode_tokens_per_s: float
+    routed_prefill_tokens_per_s: float
+    routed_decode_tokens_per_s: float
+    utilization: float
+    """Busy share of the binding resource."""
+    limited_by: str
+    step_ms: float | None
+    """Step-time budget of the operating point (the TPOT it holds); None for measured capacity."""
+    chunk_tokens: int | None
+    measured: bool = False
+
+
+@dataclass
+class WorkloadPlan:
+    name: str
+    model: str
+    requests_per_s: float
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float
+    input_tokens: float
+    output_tokens: float
+    ttft_ms: float | None
+    """Predicted TTFT of a tail-length prompt on the slowest pool it is routed to (no queueing)."""
+    tpot_ms: float | None
+    slo: dict | None
+    routes: list[Route] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    name: str
+    status: str  # optimal | feasible | infeasible
+    objective: str
+    cost_per_hour: float
+    objective_bound: float | None
+    mip_gap: float | None
+    solve_seconds: float
+    gpus: dict[str, int]
+    pools: list[PoolPlan]
+    workloads: list[WorkloadPlan]
+    demand_scale: float = 1.0
+    """Share of the stated demand the plan serves (1 when minimising cost)."""
+    periods: list | None = None
+
+    @property
+    def cost_per_month(self) -> float:
+        return self.cost_per_hour * HOURS_PER_MONTH
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return sum(w.prefill_tokens_per_s for w in self.workloads)
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return sum(w.decode_tokens_per_s for w in self.workloads)
+
+    @property
+    def cost_per_million_tokens(self) -> float | None:
+        """$ per million tokens served, prefill and decode together."""
+        tokens_per_hour = (self.prefill_tokens_per_s + self.decode_tokens_per_s) * 3600
+        return self.cost_per_hour / tokens_per_hour * 1e6 if tokens_per_hour else None
+
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        tokens_per_hour = self.decode_tokens_per_s * 3600
+        return self.cost_per_hour / tokens_per_hour * 1e6 if tokens_per_hour else None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["cost_per_month"] = self.cost_per_month
+        data["prefill_tokens_per_s"] = self.prefill_tokens_per_s
+        data["decode_tokens_per_s"] = self.decode_tokens_per_s
+        data["cost_per_million_tokens"] = self.cost_per_million_tokens
+        data["cost_per_million_output_tokens"] = self.cost_per_million_output_tokens
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def pools_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([asdict(p) for p in self.pools])
+
+    def workloads_frame(self) -> pd.DataFrame:
+        rows = [
+            {k: v for k, v in asdict(w).items() if k not in ("routes", "slo")}
+            for w in self.workloads
+        ]
+        return pd.DataFrame(rows)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Plan:
+        known = set(cls.__dataclass_fields__)
+        plan = cls(**{k: v for k, v in data.items() if k in known})
+        plan.pools = [PoolPlan(**p) for p in data["pools"]]
+        plan.workloads = [
+            WorkloadPlan(**{**w, "routes": [Route(**r) for r in w["routes"]]})
+            for w in data["workloads"]
+        ]
+        return plan

@@ -1,0 +1,1 @@
+"""Plans and catalogs rendered for people: terminal tables, Markdown, CSV."""

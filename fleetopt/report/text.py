@@ -1,0 +1,167 @@
+"""A plan as a terminal table, Markdown or CSV: per pool, per workload, then totals."""
+
+from __future__ import annotations
+
+from fleetopt.plan import Plan
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _target(predicted: float | None, target: float | None) -> str:
+    if predicted is None and target is None:
+        return "-"
+    if target is None:
+        return f"{_num(predicted, 1)}"
+    return f"{_num(predicted, 1)} / {_num(target, 0)}"
+
+
+def pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    head = [
+        "#",
+        "model",
+        "role",
+        "gpu",
+        "tp",
+        "replicas",
+        "gpus",
+        "$/h",
+        "prefill tok/s (routed/cap)",
+        "decode tok/s (routed/cap)",
+        "util",
+        "limited by",
+        "step ms / chunk",
+    ]
+    rows = []
+    for i, p in enumerate(plan.pools):
+        point = "measured" if p.measured else f"{p.step_ms:.1f} / {p.chunk_tokens}"
+        rows.append(
+            [
+                str(i),
+                p.model,
+                p.role,
+                p.gpu,
+                str(p.tensor_parallel),
+                str(p.replicas),
+                str(p.gpus),
+                _num(p.cost_per_hour, 2),
+                f"{_num(p.routed_prefill_tokens_per_s)} / {_num(p.prefill_tokens_per_s)}"
+                if p.role != "decode"
+                else "-",
+                f"{_num(p.routed_decode_tokens_per_s)} / {_num(p.decode_tokens_per_s)}"
+                if p.role != "prefill"
+                else "-",
+                f"{p.utilization:.0%}",
+                p.limited_by,
+                point,
+            ]
+        )
+    return head, rows
+
+
+def workload_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    head = [
+        "workload",
+        "model",
+        "req/s",
+        "in/out tokens",
+        "prefill tok/s",
+        "decode tok/s",
+        "TTFT ms (pred/target)",
+        "TPOT ms (pred/target)",
+        "routes (pool: req/s)",
+    ]
+    rows = []
+    for w in plan.workloads:
+        slo = w.slo or {}
+        routes = ", ".join(f"{r.pool}:{r.requests_per_s:,.2f}" for r in w.routes)
+        rows.append(
+            [
+                w.name,
+                w.model,
+                _num(w.requests_per_s, 2),
+                f"{w.input_tokens:,.0f}/{w.output_tokens:,.0f}",
+                _num(w.prefill_tokens_per_s),
+                _num(w.decode_tokens_per_s),
+                _target(w.ttft_ms, slo.get("ttft_ms")),
+                _target(w.tpot_ms, slo.get("tpot_ms")),
+                routes,
+            ]
+        )
+    return head, rows
+
+
+def summary_lines(plan: Plan) -> list[str]:
+    gpus = ", ".join(f"{n} × {g}" for g, n in sorted(plan.gpus.items())) or "none"
+    gap = "-" if plan.mip_gap is None else f"{plan.mip_gap:.2%}"
+    lines = [
+        f"status {plan.status} · gap {gap} · bound {_num(plan.objective_bound, 2)} · "
+        f"solved in {plan.solve_seconds:.2f} s",
+        f"GPUs: {gpus} ({sum(plan.gpus.values())} in all)",
+        f"cost: {plan.cost_per_hour:,.2f} $/h · {plan.cost_per_month:,.0f} $/month · "
+        f"{_num(plan.cost_per_million_tokens, 4)} $ per million tokens · "
+        f"{_num(plan.cost_per_million_output_tokens, 4)} $ per million output tokens",
+        f"demand: {plan.prefill_tokens_per_s:,.0f} prefill + {plan.decode_tokens_per_s:,.0f} decode tokens/s "
+        f"({sum(w.requests_per_s for w in plan.workloads):,.2f} req/s)",
+    ]
+    if plan.objective == "maximize throughput":
+        lines.insert(1, f"serves {plan.demand_scale:.4g} × the stated demand within the budget")
+    return lines
+
+
+def _grid(head: list[str], rows: list[list[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
+    ]
+
+    def line(cells):
+        return "  ".join(
+            c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(cells, widths, strict=True)
+        ).rstrip()
+
+    return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _numeric(cell: str) -> bool:
+    return bool(cell) and (cell[0].isdigit() or (cell[0] == "-" and len(cell) > 1))
+
+
+def to_table(plan: Plan) -> str:
+    return "\n\n".join(
+        [
+            f"fleetopt plan: {plan.name}",
+            _grid(*pool_rows(plan)),
+            _grid(*workload_rows(plan)),
+            "\n".join(summary_lines(plan)),
+        ]
+    )
+
+
+def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def to_markdown(plan: Plan) -> str:
+    return (
+        "\n\n".join(
+            [
+                f"# fleetopt plan: {plan.name}",
+                "## Pools",
+                _markdown_table(*pool_rows(plan)),
+                "## Workloads",
+                _markdown_table(*workload_rows(plan)),
+                "## Totals",
+                "\n".join(f"- {line}" for line in summary_lines(plan)),
+            ]
+        )
+        + "\n"
+    )
+
+
+def to_csv(plan: Plan) -> str:
+    return plan.pools_frame().to_csv(index=False)

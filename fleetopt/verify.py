@@ -1,0 +1,185 @@
+"""Re-check a plan against its instance with plain arithmetic from the perf functions.
+
+Independent of the formulation: it never reads a coefficient the program was built from. It
+rebuilds each pool's average replica — the sequences in flight by Little's law, their context,
+the prefill chunk — and asks the nonlinear step-time model whether the step fits its budget,
+the KV cache holds the contexts, every routed class meets its targets and every GPU is paid for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from fleetopt.catalog import Resolved
+from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
+from fleetopt.perf.profiles import profile_rate
+from fleetopt.perf.replica import Replica
+from fleetopt.plan import Plan, PoolPlan
+
+REL_TOL = 1e-6
+
+
+def verify(plan: Plan, resolved: Resolved) -> list[str]:
+    """Every violated constraint, in words; an empty list means the plan holds."""
+    classes = {w.name: request_class(w) for w in resolved.instance.workloads}
+    problems: list[str] = []
+    loads: dict[int, list[tuple[RequestClass, float]]] = defaultdict(list)
+    served: dict[tuple[str, str], float] = defaultdict(float)
+    for w in plan.workloads:
+        cls = classes.get(w.name)
+        if cls is None:
+            problems.append(f"workload {w.name} is not in the instance")
+            continue
+        for route in w.routes:
+            loads[route.pool].append((cls, route.requests_per_s))
+            for phase in ("prefill", "decode"):
+                if route.phase in (phase, "both"):
+                    served[w.name, phase] += route.requests_per_s
+    for name, cls in classes.items():
+        for phase in ("prefill", "decode"):
+            want = plan.demand_scale * cls.requests_per_s
+            if not _close(served[name, phase], want):
+                problems.append(
+                    f"{name}: {phase} routes carry {served[name, phase]:.4g} of {want:.4g} req/s"
+                )
+    for index, pool in enumerate(plan.pools):
+        problems += [
+            f"pool {index} ({_label(pool)}): {p}" for p in _check_pool(pool, loads[index], resolved)
+        ]
+    problems += _check_purchase(plan, resolved)
+    return problems
+
+
+def _check_pool(
+    pool: PoolPlan, load: list[tuple[RequestClass, float]], resolved: Resolved
+) -> list[str]:
+    if pool.gpus != pool.replicas * pool.tensor_parallel:
+        return [f"{pool.gpus} GPUs for {pool.replicas} replicas of tp{pool.tensor_parallel}"]
+    if pool.measured:
+        return _check_measured(pool, load, resolved)
+    model, gpu = resolved.models[pool.model], resolved.gpus[pool.gpu]
+    problem = valid_tensor_parallel(model, gpu, pool.tensor_parallel)
+    if problem:
+        return [problem]
+    replica = Replica(model, gpu, pool.tensor_parallel)
+    limits = limits_of(resolved)
+    tau, chunk, x = pool.step_ms / 1e3, pool.chunk_tokens, pool.replicas
+    does_prefill = pool.role in ("colocated", "prefill")
+    does_decode = pool.role in ("colocated", "decode")
+    problems = []
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    for cls, _ in load:
+        s = cls.shape
+        if cls.model != pool.model:
+            problems.append(f"{cls.name} is a {cls.model} class")
+        longest = s.input_tail + (s.output_tail if does_decode else 0)
+        if longest > kv_tokens:
+            problems.append(f"{cls.name}: a {longest:,.0f}-token sequence exceeds the KV cache")
+        if does_decode and s.tpot_s is not None and tau > s.tpot_s * (1 + REL_TOL):
+            problems.append(
+                f"{cls.name}: step {tau * 1e3:.2f} ms > TPOT target {s.tpot_s * 1e3:.2f} ms"
+            )
+        if does_prefill and s.ttft_s is not None:
+            ttft = replica.chunked_prefill_steps(s.input_tail, chunk) * tau
+            if pool.role == "prefill":
+                ttft += replica.kv_transfer_s(s.input_tail)
+            if ttft > s.ttft_s * (1 + REL_TOL):
+                problems.append(
+                    f"{cls.name}: TTFT {ttft * 1e3:.0f} ms > target {s.ttft_s * 1e3:.0f} ms"
+                )
+    if does_prefill:
+        busy = (
+            sum(
+                r * c.shape.input_mean * replica.prefill_s_per_token(c.shape.input_mean)
+                for c, r in load
+            )
+            / x
+        )
+        allowed = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
+        if busy > allowed * (1 + REL_TOL):
+            problems.append(f"prefill compute {busy:.4g} s/s per replica > cap {allowed:.4g}")
+    seqs = context = 0.0
+    if does_decode:
+        seqs = sum(r * c.shape.output_mean * tau for c, r in load) / x
+        context = sum(r * c.shape.output_mean * tau * c.shape.decode_context for c, r in load) / x
+        if seqs > limits.max_num_seqs * (1 + REL_TOL):
+            problems.append(
+                f"{seqs:.1f} sequences per replica > max_num_seqs {limits.max_num_seqs}"
+            )
+        if context > kv_tokens * (1 + REL_TOL):
+            problems.append(f"{context:,.0f} KV tokens per replica > capacity {kv_tokens:,.0f}")
+    step = replica.step_s(
+        decode_seqs=seqs,
+        decode_context_tokens=context,
+        prefill_tokens=chunk,
+        prefill_compute_s=replica.chunk_compute_s(chunk),
+    )
+    if step > tau * (1 + REL_TOL):
+        problems.append(f"step {step * 1e3:.2f} ms > budget {tau * 1e3:.2f} ms")
+    if pool.role in ("prefill", "decode"):
+        sent = sum(r * c.shape.input_mean * replica.kv_bytes_per_token for c, r in load) / x
+        if sent > replica.kv_transfer_bytes_per_s * (1 + REL_TOL):
+            problems.append(f"KV transfer {sent / 1e9:.3g} GB/s per replica > network")
+    return problems
+
+
+def _check_measured(
+    pool: PoolPlan, load: list[tuple[RequestClass, float]], resolved: Resolved
+) -> list[str]:
+    profile = next(
+        (
+            p
+            for p in resolved.instance.profiles
+            if (p.model, p.gpu, p.tensor_parallel, p.role)
+            == (pool.model, pool.gpu, pool.tensor_parallel, pool.role)
+        ),
+        None,
+    )
+    if profile is None:
+        return ["no measured profile for this pool"]
+    used = 0.0
+    for cls, rate in load:
+        cap, reason = profile_rate(profile, cls.shape.input_mean, cls.shape.output_mean)
+        if cap is None:
+            return [f"{cls.name}: {reason}"]
+        used += rate / cap
+    return (
+        []
+        if used <= pool.replicas * (1 + REL_TOL)
+        else [f"needs {used:.3f} replicas, has {pool.replicas}"]
+    )
+
+
+def _check_purchase(plan: Plan, resolved: Resolved) -> list[str]:
+    problems = []
+    need: dict[str, int] = defaultdict(int)
+    for pool in plan.pools:
+        need[pool.gpu] += pool.gpus
+    cost = 0.0
+    for name, gpu in resolved.gpus.items():
+        bought = plan.gpus.get(name, 0)
+        cost += bought * gpu.price_per_gpu_hour
+        if need[name] > bought:
+            problems.append(f"{name}: pools use {need[name]} GPUs, plan buys {bought}")
+        if gpu.max_gpus is not None and bought > gpu.max_gpus:
+            problems.append(f"{name}: {bought} GPUs exceed max_gpus {gpu.max_gpus}")
+        if gpu.gpus_per_node and bought % gpu.gpus_per_node:
+            problems.append(f"{name}: {bought} GPUs is not whole nodes of {gpu.gpus_per_node}")
+    unknown = set(plan.gpus) - set(resolved.gpus)
+    if unknown:
+        problems.append(f"plan buys unknown GPU types {sorted(unknown)}")
+    if not math.isclose(cost, plan.cost_per_hour, rel_tol=1e-9, abs_tol=1e-9):
+        problems.append(f"cost {plan.cost_per_hour:.4f} $/h, GPUs bought cost {cost:.4f} $/h")
+    budget = resolved.instance.objective.budget_per_hour
+    if budget is not None and cost > budget * (1 + REL_TOL):
+        problems.append(f"cost {cost:.2f} $/h exceeds budget {budget:.2f} $/h")
+    return problems
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+
+
+def _label(pool: PoolPlan) -> str:
+    return f"{pool.model} {pool.role} on {pool.gpu} tp{pool.tensor_parallel}"
