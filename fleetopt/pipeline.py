@@ -7,7 +7,7 @@ import dataclasses
 from fleetopt.catalog import Resolved, resolve
 from fleetopt.configs import ConfigSet, enumerate_configs, limits_of
 from fleetopt.diagnose import blocked_classes
-from fleetopt.errors import FleetoptError, InfeasibleError, VerificationError
+from fleetopt.errors import FleetoptError, InfeasibleError, InputError, VerificationError
 from fleetopt.extract import extract_plan
 from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GpuMarket, ProgramData
@@ -20,6 +20,7 @@ from fleetopt.verify import verify
 def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
     """Cheapest fleet (or most throughput for the budget) that meets every target, verified."""
     options = options or SolveOptions()
+    _refuse_unmodelled(instance)
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     blocked = blocked_classes(config_set, resolved)
@@ -39,6 +40,16 @@ def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
     if problems:
         raise VerificationError("plan failed verification: " + "; ".join(problems[:5]))
     return plan
+
+
+def _refuse_unmodelled(instance: Instance) -> None:
+    """Fields of the contract the program does not model yet: stop rather than ignore them."""
+    for field in ("demand_profile", "pricing"):
+        if getattr(instance, field) is not None:
+            raise InputError(
+                f"{field}: periods and price tiers are not modelled yet; remove `{field}` to "
+                "plan for one period at on-demand prices"
+            )
 
 
 def program_data(

@@ -50,7 +50,7 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
     gpu_count = sum(m.gpus[g] for g in m.G)
     if data.maximize_throughput:
         # Most demand first; among equal alpha, the cheaper fleet (cost scaled far below 1).
-        scale = 1e-6 / max(data.budget_per_hour or 1.0, 1.0)
+        scale = 1e-6 / data.budget_per_hour
         m.objective = pyo.Objective(expr=m.alpha - scale * m.cost_per_hour, sense=pyo.maximize)
     else:
         replicas = sum(m.x[k] for k in m.K)

@@ -94,13 +94,13 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
         reserve = replica.fixed_s + chunk * replica.allreduce_s_per_token
         compute_left = tau - reserve - replica.chunk_compute_s(chunk)
         memory_left = tau - reserve - replica.weight_read_s
-        kv_bytes = replica.kv_capacity_bytes(limits.gpu_memory_utilization)
-        if compute_left <= 0 or memory_left <= 0 or kv_bytes <= 0:
+        kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+        if compute_left <= 0 or memory_left <= 0 or kv_tokens <= 0:
             return {}
         caps[DECODE_COMPUTE] = compute_left / tau
         caps[DECODE_MEMORY] = memory_left / tau
         caps[BATCH] = float(limits.max_num_seqs)
-        caps[KV] = kv_bytes
+        caps[KV] = kv_tokens
     if op.role == "prefill":
         caps[KV_OUT] = replica.kv_transfer_bytes_per_s
     if op.role == "decode":
@@ -120,7 +120,7 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
         use[DECODE_COMPUTE] = out * (replica.decode_compute_s_per_token(ctx) + comm)
         use[DECODE_MEMORY] = out * (replica.decode_memory_s_per_token(ctx) + comm)
         use[BATCH] = out * op.step_s
-        use[KV] = out * op.step_s * ctx * replica.kv_bytes_per_token
+        use[KV] = out * op.step_s * ctx
     if op.role == "prefill":
         use[KV_OUT] = shape.input_mean * replica.kv_bytes_per_token
     if op.role == "decode":

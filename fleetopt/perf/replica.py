@@ -56,7 +56,22 @@ class Replica:
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
+        """Bytes of one token's KV cache: what a disaggregated prefill ships to decode."""
         return kv_bytes_per_token(self.model.spec, self.model.kv_dtype)
+
+    @cached_property
+    def kv_replication(self) -> float:
+        """Copies of each KV head across the tp GPUs: heads split over tp while there are enough
+        (GQA with tp > kv_heads replicates them); an MLA latent is held whole by every GPU."""
+        spec = self.model.spec
+        if spec.kv_lora_rank is not None:
+            return float(self.tp)
+        return max(1.0, self.tp / spec.kv_heads)
+
+    @cached_property
+    def kv_footprint_per_token(self) -> float:
+        """HBM one token of context occupies (and is read every decode step) across the replica."""
+        return self.kv_bytes_per_token * self.kv_replication
 
     def kv_capacity_bytes(self, memory_utilization: float) -> float:
         """HBM left for the KV cache across the replica; <= 0 means the model does not fit."""
@@ -64,7 +79,7 @@ class Replica:
         return usable * 1e9 - self.weight_bytes
 
     def kv_capacity_tokens(self, memory_utilization: float) -> float:
-        return max(0.0, self.kv_capacity_bytes(memory_utilization)) / self.kv_bytes_per_token
+        return max(0.0, self.kv_capacity_bytes(memory_utilization)) / self.kv_footprint_per_token
 
     # --- rates ------------------------------------------------------------------------------
 
@@ -89,7 +104,7 @@ class Replica:
 
     @cached_property
     def kv_read_s_per_token(self) -> float:
-        return self.kv_bytes_per_token / self.bytes_per_s
+        return self.kv_footprint_per_token / self.bytes_per_s
 
     @cached_property
     def linear_s_per_token(self) -> float:
