@@ -63,7 +63,11 @@ def _write(text: str, output: str | None) -> None:
     help="Relative optimality gap at which the solver stops.",
 )
 @click.option(
-    "--threads", type=click.IntRange(min=1), help="Solver threads (default: HiGHS decides)."
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Solver threads; 1 keeps the answer reproducible.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show the HiGHS log.")
 @one_line_errors

@@ -55,6 +55,8 @@ def request_class(workload: Workload) -> RequestClass:
         output_tail=workload.output.at_percentile(percentile),
         ttft_s=slo.ttft_ms / 1e3 if slo and slo.ttft_ms else None,
         tpot_s=slo.tpot_ms / 1e3 if slo and slo.tpot_ms else None,
+        input_longest=workload.input.longest,
+        output_longest=workload.output.longest,
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)
 
@@ -169,7 +171,39 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
                         config = _analytic_config(replica, op, mine, limits, rejections)
                         if config is not None:
                             configs.append(config)
-    return ConfigSet(classes, configs, rejections)
+    return ConfigSet(classes, drop_dominated(configs), rejections)
+
+
+def drop_dominated(configs: list[Config]) -> list[Config]:
+    """Drop a config when another of the same model, GPU, tp and role carries every class it
+    carries using no larger a share of any resource: every routing the first allows, the second
+    allows on as many replicas at the same price, so the optimum is unchanged."""
+    groups: dict[tuple, list[Config]] = {}
+    for config in configs:
+        groups.setdefault(
+            (config.model, config.gpu, config.tp, config.role, config.measured), []
+        ).append(config)
+    kept = []
+    for group in groups.values():
+        for config in group:
+            if not any(other is not config and _dominates(other, config) for other in group):
+                kept.append(config)
+    return kept
+
+
+def _dominates(a: Config, b: Config) -> bool:
+    """a carries everything b carries, at no larger share of any resource (ties broken by key)."""
+    if set(a.capacity) != set(b.capacity) or not set(b.usage) <= set(a.usage):
+        return False
+    shares = [
+        (a.usage[c].get(r, 0.0) / a.capacity[r], b.usage[c].get(r, 0.0) / b.capacity[r])
+        for c in b.usage
+        for r in a.capacity
+    ]
+    if any(sa > sb * (1 + 1e-12) for sa, sb in shares):
+        return False
+    strictly = any(sa < sb * (1 - 1e-12) for sa, sb in shares) or set(b.usage) < set(a.usage)
+    return strictly or a.key < b.key
 
 
 def operating_points(

@@ -32,15 +32,18 @@ def _explain(
     pct = f"p{cls.percentile:g}"
     if not replicas:
         kinds = {r.reason for r in config_set.rejections[cls.name]}
-        return f"{cls.name}: {cls.model} fits on no GPU type and tp allowed ({'; '.join(sorted(kinds))})"
-    longest = shape.input_tail + shape.output_tail
+        return (
+            f"{cls.name}: {cls.model} fits on no GPU type and tp allowed "
+            f"({'; '.join(sorted(kinds))}); {_fixes(cls, resolved, None)}"
+        )
+    longest = shape.longest_sequence(decodes=True)
     roomiest = max(replicas, key=lambda r: r.kv_capacity_tokens(limits.gpu_memory_utilization))
     room = roomiest.kv_capacity_tokens(limits.gpu_memory_utilization)
     if room < longest:
         return (
-            f"{cls.name}: a {pct} sequence of {longest:,.0f} tokens needs more KV cache than any "
-            f"replica holds (at most {room:,.0f} tokens on {_name(roomiest)}); allow larger "
-            "tensor_parallel, a bigger GPU, or kv_dtype fp8"
+            f"{cls.name}: its longest sequence, {longest:,.0f} tokens, needs more KV cache than any "
+            f"replica holds (at most {room:,.0f} tokens on {_name(roomiest)}); "
+            f"{_fixes(cls, resolved, None)}"
         )
     if not prefill and shape.ttft_s is not None:
         fastest = min(replicas, key=lambda r: r.prefill_s(shape.input_tail))
@@ -49,7 +52,7 @@ def _explain(
             return (
                 f"{cls.name}: TTFT {pct} {shape.ttft_s * 1e3:,.0f} ms is below the fastest prefill "
                 f"of a {shape.input_tail:,.0f}-token prompt, {best * 1e3:,.0f} ms on "
-                f"{_name(fastest)}; raise ttft_ms or allow larger tensor_parallel"
+                f"{_name(fastest)}; {_fixes(cls, resolved, 'ttft_ms')}"
             )
     if not decode and shape.tpot_s is not None:
         context = shape.input_tail + shape.output_tail
@@ -60,12 +63,27 @@ def _explain(
         if best > shape.tpot_s:
             return (
                 f"{cls.name}: TPOT {shape.tpot_s * 1e3:,.1f} ms is below the fastest decode step "
-                f"even for a single sequence, {best * 1e3:,.1f} ms on {_name(fastest)}; raise "
-                "tpot_ms, use fp8/int4 weights or allow larger tensor_parallel"
+                f"even for a single sequence, {best * 1e3:,.1f} ms on {_name(fastest)}; "
+                f"{_fixes(cls, resolved, 'tpot_ms')}"
             )
     side = "prefill" if not prefill else "decode"
     reasons = sorted({f"{r.kind}: {r.reason}" for r in config_set.rejections[cls.name]})[:3]
     return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"
+
+
+def _fixes(cls: RequestClass, resolved: Resolved, target: str | None) -> str:
+    """What the user can change, leaving out what the instance already does."""
+    model = resolved.models[cls.model]
+    fixes = [f"raise {target}"] if target else []
+    if target != "ttft_ms" and model.weight_dtype == "bf16":
+        fixes.append("use weight_dtype fp8")
+    if target is None and model.kv_dtype == "bf16":
+        fixes.append("use kv_dtype fp8")
+    allowed = max(resolved.instance.serving.tensor_parallel)
+    if allowed < max(g.spec.max_tensor_parallel for g in resolved.gpus.values()):
+        fixes.append(f"allow tensor_parallel above {allowed}")
+    fixes.append("offer a faster GPU type" if target else "offer a GPU type with more memory")
+    return "fix: " + ", or ".join(fixes)
 
 
 def _replicas(cls: RequestClass, resolved: Resolved) -> list[Replica]:

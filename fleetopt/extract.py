@@ -49,7 +49,7 @@ def extract_plan(
         name=name,
         status=outcome.status,
         objective="maximize throughput" if data.maximize_throughput else "minimize cost",
-        cost_per_hour=sum(price[g] * n for g, n in gpus.items()),
+        cost_per_hour=round(sum(price[g] * n for g, n in gpus.items()), 9),
         objective_bound=outcome.bound,
         mip_gap=outcome.gap,
         solve_seconds=outcome.seconds,

@@ -43,6 +43,12 @@ class TokenDistribution(Strict):
             raise ValueError("mean must not exceed max")
         return self
 
+    @property
+    def longest(self) -> float:
+        """The longest length stated: max, else the highest percentile, else the mean."""
+        given = [v for v in (self.max, self.p99, self.p90, self.p50) if v is not None]
+        return max([self.mean, *given])
+
     def at_percentile(self, percentile: float) -> float:
         """Length at (or conservatively above) the given percentile."""
         for level, value in ((50, self.p50), (90, self.p90), (99, self.p99)):

@@ -14,7 +14,9 @@ from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondi
 class SolveOptions:
     time_limit: float | None = None
     mip_gap: float = 1e-4
-    threads: int | None = None
+    threads: int = 1
+    """HiGHS threads; 1 keeps the answer reproducible (parallel runs may pick another of
+    several equal-cost plans)."""
     verbose: bool = False
     seed: int = 0
 
@@ -40,8 +42,7 @@ def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
     }
     if options.time_limit is not None:
         kwargs["time_limit"] = options.time_limit
-    if options.threads is not None:
-        kwargs["threads"] = options.threads
+    kwargs["threads"] = options.threads
     start = time.perf_counter()
     result = solver.solve(model, **kwargs)
     seconds = time.perf_counter() - start

@@ -73,7 +73,7 @@ def _check_pool(
         s = cls.shape
         if cls.model != pool.model:
             problems.append(f"{cls.name} is a {cls.model} class")
-        longest = s.input_tail + (s.output_tail if does_decode else 0)
+        longest = s.longest_sequence(does_decode)
         if longest > kv_tokens:
             problems.append(f"{cls.name}: a {longest:,.0f}-token sequence exceeds the KV cache")
         if does_decode and s.tpot_s is not None and tau > s.tpot_s * (1 + REL_TOL):
@@ -169,7 +169,7 @@ def _check_purchase(plan: Plan, resolved: Resolved) -> list[str]:
     unknown = set(plan.gpus) - set(resolved.gpus)
     if unknown:
         problems.append(f"plan buys unknown GPU types {sorted(unknown)}")
-    if not math.isclose(cost, plan.cost_per_hour, rel_tol=1e-9, abs_tol=1e-9):
+    if not math.isclose(cost, plan.cost_per_hour, rel_tol=1e-9, abs_tol=1e-6):
         problems.append(f"cost {plan.cost_per_hour:.4f} $/h, GPUs bought cost {cost:.4f} $/h")
     budget = resolved.instance.objective.budget_per_hour
     if budget is not None and cost > budget * (1 + REL_TOL):

@@ -102,8 +102,14 @@ class Resolved:
 
 
 def resolve(instance: Instance) -> Resolved:
-    return Resolved(
-        instance,
-        {g.type: resolve_gpu(g) for g in instance.gpus},
-        {m.name: resolve_model(m) for m in instance.models},
-    )
+    models = {m.name: resolve_model(m) for m in instance.models}
+    for w in instance.workloads:
+        context = models[w.model].spec.max_context
+        longest = w.input.longest + w.output.longest
+        if longest > context:
+            raise InputError(
+                f"workloads[{w.name}].input_tokens: the longest request ({w.input.longest:,.0f} "
+                f"input + {w.output.longest:,.0f} output tokens) exceeds {w.model}'s max_context "
+                f"of {context:,}; shorten it or set models[{w.model}].spec.max_context"
+            )
+    return Resolved(instance, {g.type: resolve_gpu(g) for g in instance.gpus}, models)

@@ -48,6 +48,14 @@ class RequestShape:
     output_tail: float
     ttft_s: float | None
     tpot_s: float | None
+    input_longest: float = 0.0
+    output_longest: float = 0.0
+    """The longest lengths stated (max where given): every replica a class is routed to must
+    hold one such sequence, whatever the SLO percentile."""
+
+    def longest_sequence(self, decodes: bool) -> float:
+        prompt = max(self.input_longest, self.input_tail)
+        return prompt + (max(self.output_longest, self.output_tail) if decodes else 0.0)
 
     @property
     def decode_context(self) -> float:
@@ -161,7 +169,7 @@ def ineligibility(
 ) -> Blocker | None:
     """Why the point may not serve the class, or None if it may."""
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    longest = shape.input_tail + (shape.output_tail if op.does_decode else 0)
+    longest = shape.longest_sequence(op.does_decode)
     if kv_tokens < longest:
         return Blocker(
             "memory",

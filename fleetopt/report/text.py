@@ -77,7 +77,7 @@ def workload_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
     rows = []
     for w in plan.workloads:
         slo = w.slo or {}
-        routes = ", ".join(f"{r.pool}:{r.requests_per_s:,.2f}" for r in w.routes)
+        routes = ", ".join(f"{r.pool}:{r.requests_per_s:,.3g}" for r in w.routes)
         rows.append(
             [
                 w.name,
