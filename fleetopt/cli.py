@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from fleetopt.errors import FleetoptError
-from fleetopt.instance import json_schema, load_instance
+from fleetopt.errors import FleetoptError, InputError
+from fleetopt.instance import Instance, json_schema, load_instance
 
 
 def one_line_errors(func: Callable) -> Callable:
@@ -35,10 +35,25 @@ def main() -> None:
 
 
 def _write(text: str, output: str | None) -> None:
+    text = text.rstrip("\n")
     if output:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n")
+        Path(output).write_text(text + "\n")
     else:
         click.echo(text)
+
+
+def _instance(path: str) -> Instance:
+    """Load, validate and look up an instance; every error names the file."""
+    from fleetopt.catalog import resolve
+    from fleetopt.pipeline import refuse_unmodelled
+
+    instance = load_instance(path)
+    try:
+        resolve(instance)
+        refuse_unmodelled(instance)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return instance
 
 
 @main.command()
@@ -77,7 +92,7 @@ def solve(instance_file, fmt, output, time_limit, mip_gap, threads, verbose) -> 
     from fleetopt.report.text import to_csv, to_markdown, to_table
     from fleetopt.solve import SolveOptions
 
-    instance = load_instance(instance_file)
+    instance = _instance(instance_file)
     plan = plan_fleet(instance, SolveOptions(time_limit, mip_gap, threads, verbose))
     render = {
         "table": to_table,
@@ -93,14 +108,97 @@ def solve(instance_file, fmt, output, time_limit, mip_gap, threads, verbose) -> 
 @one_line_errors
 def validate(instance_file) -> None:
     """Check an instance file against the schema and the catalog."""
-    from fleetopt.catalog import resolve
-
-    instance = load_instance(instance_file)
-    resolve(instance)
+    instance = _instance(instance_file)
     click.echo(
         f"{instance_file}: valid ({len(instance.gpus)} GPU types, {len(instance.models)} models, "
         f"{len(instance.workloads)} workloads)"
     )
+
+
+@main.command()
+@click.option("--model", required=True, help="Catalog model key (see `fleetopt catalog`).")
+@click.option("--gpu", required=True, help="Catalog GPU type.")
+@click.option(
+    "--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel size."
+)
+@click.option("--input-tokens", type=click.FloatRange(min=1), required=True, help="Prompt length.")
+@click.option("--output-tokens", type=click.FloatRange(min=1), required=True, help="Output length.")
+@click.option(
+    "--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True
+)
+@click.option(
+    "--kv-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True
+)
+@click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), help="TTFT limit.")
+@click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), help="TPOT limit.")
+@click.option(
+    "--role",
+    type=click.Choice(["colocated", "prefill", "decode"]),
+    default="colocated",
+    show_default=True,
+)
+@click.option(
+    "--max-num-seqs",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Engine limit on sequences in a decode batch.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@one_line_errors
+def perf(
+    model,
+    gpu,
+    tp,
+    input_tokens,
+    output_tokens,
+    weight_dtype,
+    kv_dtype,
+    ttft_ms,
+    tpot_ms,
+    role,
+    max_num_seqs,
+    fmt,
+) -> None:
+    """Capacity of one replica: tokens/s, concurrency, KV capacity, latency and what limits it."""
+    from fleetopt.catalog import resolve_gpu, resolve_model
+    from fleetopt.configs import valid_tensor_parallel
+    from fleetopt.errors import InfeasibleError
+    from fleetopt.instance import GpuChoice, ModelChoice, Serving
+    from fleetopt.perf.calculator import replica_capacity
+    from fleetopt.perf.operating_point import Limits, RequestShape
+    from fleetopt.perf.replica import Replica
+
+    m = resolve_model(ModelChoice(name=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype))
+    g = resolve_gpu(GpuChoice(type=gpu))
+    problem = valid_tensor_parallel(m, g, tp)
+    if problem:
+        raise InputError(f"--tp: {problem}")
+    serving = Serving(max_num_seqs=max_num_seqs)
+    limits = Limits(serving.max_prefill_utilization, max_num_seqs, serving.gpu_memory_utilization)
+    shape = RequestShape(
+        input_tokens,
+        output_tokens,
+        input_tokens,
+        output_tokens,
+        ttft_ms / 1e3 if ttft_ms else None,
+        tpot_ms / 1e3 if tpot_ms else None,
+    )
+    replica = Replica(m, g, tp)
+    result = replica_capacity(replica, role, shape, serving.chunk_tokens, limits)
+    if result is None:
+        raise InfeasibleError(
+            f"{model} on {gpu} tp{tp} ({role}): no operating point holds a {input_tokens:,.0f} + "
+            f"{output_tokens:,.0f}-token sequence within the limits given"
+        )
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        from fleetopt.report.text import capacity_table
+
+        click.echo(capacity_table(result))
 
 
 @main.command()

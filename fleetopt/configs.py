@@ -211,12 +211,11 @@ def operating_points(
 ) -> list[OperatingPoint]:
     """The union of every class's candidate points (deduplicated): each class's own best point
     is on offer, and the program mixes classes on whichever points suit them all."""
-    points = {
-        (round(op.step_s, 7), op.chunk_tokens): op
-        for c in classes
-        for op in candidate_points(replica, role, c.shape, chunks, limits)
-    }
-    return [OperatingPoint(role, step, chunk) for step, chunk in sorted(points)]
+    points: dict[tuple[float, int], OperatingPoint] = {}
+    for c in classes:
+        for op in candidate_points(replica, role, c.shape, chunks, limits):
+            points.setdefault((round(op.step_s, 9), op.chunk_tokens), op)
+    return [points[key] for key in sorted(points)]
 
 
 def _analytic_config(

@@ -336,13 +336,13 @@ class Instance(Strict):
         for w in self.workloads:
             if w.model not in models:
                 raise ValueError(
-                    f"workload {w.name!r} names model {w.model!r}, which is not in models "
-                    f"({', '.join(sorted(models))})"
+                    f"workloads[{w.name}].model: {w.model!r} is not in models "
+                    f"({', '.join(sorted(models))}); add it to models or fix the name"
                 )
         for p in self.profiles:
             if p.model not in models or p.gpu not in gpus:
                 raise ValueError(
-                    f"profile for {p.model} on {p.gpu}: model and gpu must be listed in models and gpus"
+                    f"profiles[{p.model} on {p.gpu}]: model and gpu must be listed in models and gpus"
                 )
         return self
 
@@ -379,8 +379,11 @@ def parse_instance(data: dict, source: str = "instance") -> Instance:
 
 
 def describe_validation_error(exc: ValidationError, data: object = None) -> str:
-    """The first error as `field.path: what is wrong`, with list indices named where possible."""
-    err = max(exc.errors(), key=lambda e: len(e["loc"]))  # the most specific branch
+    """The most telling error as `field.path: what is wrong`, list items named where possible.
+
+    A field that takes a number or a mapping fails once per branch; the branch the input was
+    meant for is the one that got past the type check, so it is preferred, then the deepest."""
+    err = max(exc.errors(), key=lambda e: (not _is_type_mismatch(e["type"]), len(e["loc"])))
     path = _readable_path(err["loc"], data)
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
@@ -388,6 +391,16 @@ def describe_validation_error(exc: ValidationError, data: object = None) -> str:
     elif err["type"] == "missing":
         message = "required field is missing"
     return f"{path}: {message}" if path else message
+
+
+def _is_type_mismatch(kind: str) -> bool:
+    return kind.endswith(("_type", "_parsing"))
+
+
+def _is_branch_tag(key: str) -> bool:
+    """Pydantic names union branches in error locations (`constrained-float`,
+    `function-after[_ordered(), TokenDistribution]`); field names never look like that."""
+    return not key.isidentifier() or key in {"float", "int", "str", "bool"} or key[0].isupper()
 
 
 def _readable_path(loc: tuple, data: object) -> str:
@@ -398,14 +411,13 @@ def _readable_path(loc: tuple, data: object) -> str:
             label = f"[{key}]"
             if isinstance(node, list) and key < len(node):
                 node = node[key]
-                if isinstance(node, dict) and isinstance(node.get("name") or node.get("type"), str):
-                    label = f"[{node.get('name') or node.get('type')}]"
+                name = node.get("name") or node.get("type") if isinstance(node, dict) else None
+                if isinstance(name, str):
+                    label = f"[{name}]"
             parts.append(label)
-        else:
-            if not isinstance(node, dict):
-                continue  # a union branch tag such as `float` or `TokenDistribution`
-            node = node.get(key)
-            parts.append(("." if parts else "") + str(key))
+        elif not _is_branch_tag(key):
+            node = node.get(key) if isinstance(node, dict) else None
+            parts.append(("." if parts else "") + key)
     return "".join(parts)
 
 

@@ -20,7 +20,7 @@ from fleetopt.verify import verify
 def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
     """Cheapest fleet (or most throughput for the budget) that meets every target, verified."""
     options = options or SolveOptions()
-    _refuse_unmodelled(instance)
+    refuse_unmodelled(instance)
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     blocked = blocked_classes(config_set, resolved)
@@ -42,7 +42,7 @@ def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
     return plan
 
 
-def _refuse_unmodelled(instance: Instance) -> None:
+def refuse_unmodelled(instance: Instance) -> None:
     """Fields of the contract the program does not model yet: stop rather than ignore them."""
     for field in ("demand_profile", "pricing"):
         if getattr(instance, field) is not None:

@@ -56,6 +56,8 @@ def _check_pool(
 ) -> list[str]:
     if pool.gpus != pool.replicas * pool.tensor_parallel:
         return [f"{pool.gpus} GPUs for {pool.replicas} replicas of tp{pool.tensor_parallel}"]
+    if pool.replicas < 1:
+        return [f"{pool.replicas} replicas"] if load or pool.replicas < 0 else []
     if pool.measured:
         return _check_measured(pool, load, resolved)
     model, gpu = resolved.models[pool.model], resolved.gpus[pool.gpu]

@@ -177,7 +177,11 @@ def ineligibility(
             f"KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token sequence",
         )
     lat = latency(replica, op, shape)
-    if shape.ttft_s is not None and lat.ttft_s is not None and lat.ttft_s > shape.ttft_s:
+    if (
+        shape.ttft_s is not None
+        and lat.ttft_s is not None
+        and lat.ttft_s > shape.ttft_s * (1 + 1e-9)
+    ):
         return Blocker(
             "ttft",
             lat.ttft_s,
@@ -197,17 +201,30 @@ def ineligibility(
 
 
 def throughput_step_s(
-    replica: Replica, chunk_tokens: int, shape: RequestShape, limits: Limits
+    replica: Replica, role: str, chunk_tokens: int, shape: RequestShape, limits: Limits
 ) -> float:
-    """The step time at which a replica serving only this class reaches its batch limit
-    (slots or KV memory) exactly as compute or bandwidth runs out: its best throughput point."""
-    ctx = shape.decode_context
+    """The step budget at which one replica carries the most of this class alone.
+
+    At step τ the rate one replica carries is bounded by two kinds of limit (formulation §3):
+    prefill chunks, batch slots and KV memory give r ≤ α/τ (longer steps, fewer of them); the
+    compute and bandwidth left in a step give r ≤ (τ − f)/(τ·β) (longer steps, more room). The
+    best τ is where the tightest of the first meets the tightest of the second:
+    τ* = max_j (f_j + α_min·β_j).
+    """
+    ctx, out = shape.decode_context, shape.output_mean
+    comm, chunk = replica.allreduce_s_per_token, chunk_tokens
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    seqs = min(float(limits.max_num_seqs), kv_tokens / ctx)
-    memory = replica.weight_read_s + seqs * replica.decode_memory_s_per_token(ctx)
-    compute = replica.chunk_compute_s(chunk_tokens) + seqs * replica.decode_compute_s_per_token(ctx)
-    comm = (seqs + chunk_tokens) * replica.allreduce_s_per_token
-    return replica.fixed_s + max(memory, compute) + comm
+    alpha = min(limits.max_num_seqs / out, kv_tokens / (out * ctx))
+    reserve = replica.chunk_compute_s(chunk)
+    if role == "colocated":
+        prefill = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
+        alpha = min(alpha, limits.max_prefill_utilization * reserve / prefill)
+    base = replica.fixed_s + chunk * comm
+    compute = base + reserve + alpha * out * (replica.decode_compute_s_per_token(ctx) + comm)
+    memory = (
+        base + replica.weight_read_s + alpha * out * (replica.decode_memory_s_per_token(ctx) + comm)
+    )
+    return max(compute, memory)
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:

@@ -30,6 +30,18 @@ ACTIVATION_RESERVE_GB = 2.0
 """Per-GPU memory held back for activations, CUDA graphs and the allocator (vLLM profiles ~1-4 GB)."""
 
 
+@dataclass(frozen=True)
+class StepParts:
+    fixed_s: float
+    memory_s: float
+    compute_s: float
+    allreduce_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.fixed_s + max(self.memory_s, self.compute_s) + self.allreduce_s
+
+
 def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> float:
     """KV cache bytes one token holds across all layers (MLA: the latent plus the rope key)."""
     size = BYTES_PER_VALUE[kv_dtype]
@@ -154,25 +166,30 @@ class Replica:
 
     # --- whole steps --------------------------------------------------------------------------
 
-    def step_s(
+    def step_parts(
         self,
         decode_seqs: float = 0.0,
         decode_context_tokens: float = 0.0,
         prefill_tokens: float = 0.0,
         prefill_compute_s: float | None = None,
-    ) -> float:
-        """Time of one engine step: `decode_seqs` sequences holding `decode_context_tokens` in all,
-        plus `prefill_tokens` prompt tokens (whose compute time may be given, attention included)."""
+    ) -> StepParts:
+        """The parts of one engine step: `decode_seqs` sequences holding `decode_context_tokens`
+        in all, plus `prefill_tokens` prompt tokens (whose compute time may be given, attention
+        included)."""
         if prefill_compute_s is None:
             prefill_compute_s = prefill_tokens * self.linear_s_per_token
-        memory = self.weight_read_s + decode_context_tokens * self.kv_read_s_per_token
-        compute = (
-            decode_seqs * self.linear_s_per_token
+        return StepParts(
+            fixed_s=self.fixed_s,
+            memory_s=self.weight_read_s + decode_context_tokens * self.kv_read_s_per_token,
+            compute_s=decode_seqs * self.linear_s_per_token
             + decode_context_tokens * self.attention_s_per_pair
-            + prefill_compute_s
+            + prefill_compute_s,
+            allreduce_s=(decode_seqs + prefill_tokens) * self.allreduce_s_per_token,
         )
-        allreduce = (decode_seqs + prefill_tokens) * self.allreduce_s_per_token
-        return self.fixed_s + max(memory, compute) + allreduce
+
+    def step_s(self, **load: float) -> float:
+        """Time of one engine step (see `step_parts` for the load)."""
+        return self.step_parts(**load).total_s
 
     def prefill_s(self, prompt_tokens: float) -> float:
         """Time to prefill one prompt alone, in one step."""

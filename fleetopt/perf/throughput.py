@@ -35,15 +35,20 @@ class Throughput:
 def candidate_points(
     replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
 ) -> list[OperatingPoint]:
-    """Prefill: one point per chunk. Decode / colocated: per chunk, the class's TPOT target or
-    the step of its best throughput, whichever is shorter."""
+    """Prefill: one point per chunk. Decode / colocated: per chunk, the step of the class's best
+    throughput, shortened to its TPOT target and to the longest step its TTFT allows. The rate
+    rises with the step up to the best throughput and falls after it, so within the targets
+    this is the class's best point for that chunk."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
     points = []
     for chunk in [0] if role == "decode" else sorted(set(chunks)):
-        step = throughput_step_s(replica, chunk, shape, limits)
+        step = throughput_step_s(replica, role, chunk, shape, limits)
         if shape.tpot_s is not None:
             step = min(step, shape.tpot_s)
+        if role == "colocated" and shape.ttft_s is not None:
+            steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
+            step = min(step, shape.ttft_s / steps)
         points.append(OperatingPoint(role, step, chunk))
     return points
 

@@ -165,3 +165,30 @@ def to_markdown(plan: Plan) -> str:
 
 def to_csv(plan: Plan) -> str:
     return plan.pools_frame().to_csv(index=False)
+
+
+def capacity_table(result) -> str:
+    """`fleetopt perf` as aligned lines, tokens/s first."""
+    lines = [
+        ("replica", f"{result.model} on {result.tensor_parallel} × {result.gpu} ({result.role})"),
+        (
+            "request",
+            f"{result.input_tokens:,.0f} input + {result.output_tokens:,.0f} output tokens",
+        ),
+        ("requests/s", _num(result.requests_per_s, 2)),
+        ("prefill tokens/s", _num(result.prefill_tokens_per_s)),
+        ("output tokens/s", _num(result.output_tokens_per_s)),
+        ("output tokens/s per GPU", _num(result.output_tokens_per_s_per_gpu)),
+        ("concurrent sequences", _num(result.concurrent_sequences, 1)),
+        ("KV capacity, tokens", _num(result.kv_capacity_tokens)),
+        ("TTFT ms (idle replica)", _num(result.ttft_ms, 1)),
+        ("TPOT ms", _num(result.tpot_ms, 1)),
+        (
+            "operating point",
+            f"step {result.step_ms:.1f} ms, prefill chunk {result.chunk_tokens} tokens",
+        ),
+        ("step parts ms", ", ".join(f"{k} {v:.2f}" for k, v in result.step_breakdown_ms.items())),
+        ("limited by", result.limited_by),
+    ]
+    width = max(len(k) for k, _ in lines)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)

@@ -1,0 +1,301 @@
+"""The command line: one-line errors with exit codes 2 (bad input) and 3 (infeasible), and the
+solve / validate / schema / catalog commands."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from fleetopt.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+MELANGE = ROOT / "instances" / "melange-example.yaml"
+
+GOOD = {
+    "name": "cli",
+    "gpus": [{"type": "l40s"}],
+    "models": [{"name": "llama-3.1-8b"}],
+    "workloads": [
+        {
+            "name": "chat",
+            "model": "llama-3.1-8b",
+            "requests_per_s": 3,
+            "input_tokens": 500,
+            "output_tokens": 100,
+            "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+        }
+    ],
+    "serving": {"modes": ["colocated"], "tensor_parallel": [1]},
+}
+
+
+def _write(tmp_path: Path, data: dict | str) -> str:
+    path = tmp_path / "instance.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _assert_one_line_error(result, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output)
+    assert isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    return lines[0]
+
+
+def _edit(**kw) -> dict:
+    import copy
+
+    data = copy.deepcopy(GOOD)
+    for path, value in kw.items():
+        node = data
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[int(k)] if k.isdigit() else node[k]
+        node[keys[-1]] = value
+    return data
+
+
+BAD_INPUTS = {
+    "unknown-field": (
+        _edit(workloads__0__slo={"ttft": 1000}),
+        ["workloads[chat].slo.ttft", "unknown field"],
+    ),
+    "negative-rate": (_edit(workloads__0__requests_per_s=-3), ["workloads[chat].requests_per_s"]),
+    "zero-input": (_edit(workloads__0__input_tokens=0), ["workloads[chat].input_tokens"]),
+    "unknown-gpu": (_edit(gpus=[{"type": "h900"}]), ["h900", "h100-sxm", "l40s", "a100-80gb"]),
+    "unknown-model": (
+        _edit(models=[{"name": "llama-9b"}], workloads__0__model="llama-9b"),
+        ["llama-9b", "llama-3.1-70b", "llama-3.1-8b"],
+    ),
+    "workload-model-not-listed": (
+        _edit(workloads__0__model="llama-3.1-70b"),
+        ["chat", "llama-3.1-70b", "not in models"],
+    ),
+    "missing-field": (
+        {k: v for k, v in GOOD.items() if k != "workloads"},
+        ["workloads", "missing"],
+    ),
+    "bad-dtype": (
+        _edit(models=[{"name": "llama-3.1-8b", "weight_dtype": "fp4"}]),
+        ["models[llama-3.1-8b].weight_dtype"],
+    ),
+    "bad-mode": (_edit(serving={"modes": ["pipelined"]}), ["serving.modes"]),
+    "duplicate-gpu": (_edit(gpus=[{"type": "l4"}, {"type": "l4"}]), ["gpus", "duplicate", "l4"]),
+    "percentiles-out-of-order": (
+        _edit(workloads__0__input_tokens={"mean": 500, "p50": 400, "p90": 300}),
+        ["workloads[chat].input_tokens:", "percentiles"],
+    ),
+    "distribution-unknown-field": (
+        _edit(workloads__0__input_tokens={"mean": 500, "p95": 700}),
+        ["workloads[chat].input_tokens.p95:", "unknown field"],
+    ),
+    "distribution-negative-mean": (
+        _edit(workloads__0__output_tokens={"mean": -1}),
+        ["workloads[chat].output_tokens.mean:", "greater than 0"],
+    ),
+    "rate-twice": (
+        _edit(workloads__0__prefill_tokens_per_s=1500),
+        ["workloads[chat]", "not both"],
+    ),
+    "not-a-mapping": ("- just\n- a list\n", ["mapping"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2(tmp_path, case):
+    data, wanted = BAD_INPUTS[case]
+    line = _assert_one_line_error(_run("solve", _write(tmp_path, data)), 2)
+    for text in wanted:
+        assert text in line, (text, line)
+
+
+@pytest.mark.parametrize("case", ["unknown-field", "unknown-gpu", "workload-model-not-listed"])
+def test_validate_reports_the_same_errors(tmp_path, case):
+    data, wanted = BAD_INPUTS[case]
+    line = _assert_one_line_error(_run("validate", _write(tmp_path, data)), 2)
+    for text in wanted:
+        assert text in line
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    text = (
+        "name: broken\n"
+        "gpus: [{type: l40s}]\n"
+        "models: [{name: llama-3.1-8b}\n"  # line 3: the list is never closed
+        "workloads: []\n"
+    )
+    line = _assert_one_line_error(_run("solve", _write(tmp_path, text)), 2)
+    assert "instance.yaml:" in line
+    # the mark is where the parser gave up: line 3 or the next
+    number = int(line.split("instance.yaml:")[1].split(":")[0])
+    assert number in (3, 4)
+    assert "YAML" in line
+
+
+def test_missing_file(tmp_path):
+    missing = str(tmp_path / "nope.yaml")
+    line = _assert_one_line_error(_run("solve", missing), 2)
+    assert "nope.yaml" in line
+
+
+def test_unknown_gpu_lists_every_catalog_type(tmp_path):
+    from fleetopt.catalog import gpu_catalog
+
+    data, _ = BAD_INPUTS["unknown-gpu"]
+    line = _assert_one_line_error(_run("solve", _write(tmp_path, data)), 2)
+    assert "gpus[h900]" in line
+    for name in gpu_catalog():
+        assert name in line
+
+
+INFEASIBLE = {
+    "ttft-1ms": (_edit(workloads__0__slo={"ttft_ms": 1}), ["chat", "TTFT", "1 ms"]),
+    "tpot-0.1ms": (_edit(workloads__0__slo={"tpot_ms": 0.1}), ["chat", "TPOT", "0.1 ms"]),
+    "kv-too-small": (
+        # l4, tp 1, llama-3.1-8b bf16: (24 * 0.9 - 2) GB - 16.06 GB = 3.54 GB of KV cache at
+        # 131,072 B/token = ~27,000 tokens < one 100,050-token sequence
+        _edit(
+            gpus=[{"type": "l4"}],
+            workloads__0__input_tokens=100_000,
+            workloads__0__output_tokens=50,
+            workloads__0__slo=None,
+        ),
+        ["chat", "KV", "100,050"],
+    ),
+    "weights-do-not-fit": (
+        _edit(
+            gpus=[{"type": "l4"}],
+            models=[{"name": "llama-3.1-70b"}],
+            workloads__0__model="llama-3.1-70b",
+        ),
+        ["chat", "llama-3.1-70b"],
+    ),
+    "availability-cap": (
+        _edit(gpus=[{"type": "l40s", "max_gpus": 1}], workloads__0__requests_per_s=200),
+        ["max_gpus", "l40s"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(INFEASIBLE))
+def test_infeasible_is_one_line_exit_3(tmp_path, case):
+    data, wanted = INFEASIBLE[case]
+    if data["workloads"][0].get("slo", 0) is None:
+        del data["workloads"][0]["slo"]
+    line = _assert_one_line_error(_run("solve", _write(tmp_path, data)), 3)
+    assert "infeasible" in line
+    for text in wanted:
+        assert text in line, (text, line)
+
+
+def test_schema_is_json_schema():
+    result = _run("schema")
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["type"] == "object"
+    for field in ("gpus", "models", "workloads", "serving", "profiles"):
+        assert field in schema["properties"]
+    assert set(schema["required"]) >= {"gpus", "models", "workloads"}
+
+
+def test_validate_shipped_instance():
+    result = _run("validate", str(MELANGE))
+    assert result.exit_code == 0
+    assert "valid" in result.stdout
+    assert "2 GPU types, 1 models, 4 workloads" in result.stdout
+
+
+def test_catalog_lists_gpus_and_models():
+    result = _run("catalog")
+    assert result.exit_code == 0
+    assert "h100-sxm" in result.stdout
+    assert "llama-3.1-70b" in result.stdout
+    as_json = _run("catalog", "--format", "json")
+    assert as_json.exit_code == 0
+    text = json.dumps(json.loads(as_json.stdout))
+    assert "h100-sxm" in text and "llama-3.1-70b" in text
+
+
+def test_solve_json(tmp_path):
+    result = _run("solve", _write(tmp_path, GOOD), "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "optimal"
+    assert data["gpus"] and set(data["gpus"]) == {"l40s"}
+    assert data["cost_per_hour"] == pytest.approx(0.86 * data["gpus"]["l40s"])
+
+
+def test_solve_json_melange_cost():
+    result = _run("solve", str(MELANGE), "--format", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["cost_per_hour"] == pytest.approx(1.01 + 3.67)
+
+
+def test_solve_csv(tmp_path):
+    result = _run("solve", _write(tmp_path, GOOD), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows
+    assert {"model", "gpu", "replicas", "gpus", "cost_per_hour"} <= set(rows[0])
+    assert all(r["gpu"] == "l40s" for r in rows)
+
+
+def test_solve_markdown(tmp_path):
+    result = _run("solve", _write(tmp_path, GOOD), "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert "|" in result.stdout
+    assert "l40s" in result.stdout and "chat" in result.stdout
+
+
+@pytest.mark.parametrize("args", [[], ["--format", "table"]])
+def test_solve_table(tmp_path, args):
+    result = _run("solve", _write(tmp_path, GOOD), *args)
+    assert result.exit_code == 0, result.output
+    assert "l40s" in result.stdout and "chat" in result.stdout
+    assert "optimal" in result.stdout
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "markdown", "table"])
+def test_solve_output_file(tmp_path, fmt):
+    out = tmp_path / f"plan.{fmt}"
+    result = _run("solve", _write(tmp_path, GOOD), "--format", fmt, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    text = out.read_text()
+    assert "l40s" in text
+    if fmt == "json":
+        assert json.loads(text)["status"] == "optimal"
+    # the file holds what stdout would have shown (the solve time aside)
+    shown = _run("solve", _write(tmp_path, GOOD), "--format", fmt).stdout
+    if fmt == "json":
+        a, b = json.loads(text), json.loads(shown)
+        a.pop("solve_seconds"), b.pop("solve_seconds")
+        assert a == b
+    if fmt == "csv":
+        assert text.strip() == shown.strip()
+
+
+def test_solve_options_are_accepted(tmp_path):
+    result = _run(
+        "solve", _write(tmp_path, GOOD), "--time-limit", "30", "--mip-gap", "0", "--threads", "1"
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_bad_option_is_a_usage_error(tmp_path):
+    result = _run("solve", _write(tmp_path, GOOD), "--format", "xml")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output

@@ -1,0 +1,283 @@
+"""The token cost model (perf/) against hand arithmetic from the catalog numbers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from fleetopt.catalog import resolve_gpu, resolve_model
+from fleetopt.instance import GpuChoice, ModelChoice
+from fleetopt.perf.efficiency import DEFAULT, efficiency_for
+from fleetopt.perf.replica import Replica, kv_bytes_per_token
+
+
+def model(name: str, weight: str = "bf16", kv: str = "bf16", **spec):
+    return resolve_model(
+        ModelChoice(name=name, weight_dtype=weight, kv_dtype=kv, spec=spec or None)
+    )
+
+
+def gpu(name: str, **spec):
+    return resolve_gpu(GpuChoice(type=name, spec=spec or None))
+
+
+def replica(m: str, g: str, tp: int = 1, weight: str = "bf16", kv: str = "bf16") -> Replica:
+    return Replica(model(m, weight, kv), gpu(g), tp)
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("dtype", "bytes_per_param"), [("bf16", 2), ("fp8", 1), ("int4", 0.5)])
+def test_weight_bytes_per_dtype(dtype, bytes_per_param):
+    # llama-3.1-8b: 8.03 B parameters
+    r = replica("llama-3.1-8b", "h100-sxm", weight=dtype)
+    assert r.weight_bytes == pytest.approx(8.03e9 * bytes_per_param)
+
+
+@pytest.mark.parametrize(("dtype", "expected"), [("bf16", 131072), ("fp8", 65536), ("int4", 32768)])
+def test_kv_bytes_per_token_gqa(dtype, expected):
+    # llama-3.1-8b: 2 (K and V) * 32 layers * 8 KV heads * 128 head dim * bytes = 131,072 B (bf16)
+    assert kv_bytes_per_token(model("llama-3.1-8b").spec, dtype) == expected
+    assert replica("llama-3.1-8b", "l4", kv=dtype).kv_bytes_per_token == expected
+
+
+def test_kv_bytes_per_token_70b():
+    # llama-3.1-70b: 2 * 80 * 8 * 128 * 2 = 327,680 B
+    assert replica("llama-3.1-70b", "h100-sxm").kv_bytes_per_token == 327680
+
+
+def test_kv_bytes_per_token_mha():
+    # llama-2-7b has no GQA: 2 * 32 layers * 32 heads * 128 * 2 = 524,288 B
+    assert replica("llama-2-7b", "a10g").kv_bytes_per_token == 524288
+
+
+def test_kv_bytes_per_token_mla():
+    # deepseek-v3 caches one latent (512) plus the rope key (64) per layer: 61 * 576 * 2 = 70,272 B,
+    # not 2 * 61 * 128 heads * 192 * 2 (5,996,544 B) as its attention heads would suggest
+    spec = model("deepseek-v3").spec
+    assert kv_bytes_per_token(spec, "bf16") == 70272
+    assert kv_bytes_per_token(spec, "fp8") == 35136
+
+
+def test_kv_capacity_hand_arithmetic():
+    # llama-3.1-8b bf16 on h100-sxm (80 GB) at 0.9 memory utilisation with 2 GB held back per GPU:
+    # tp 1: 80 * 0.9 - 2 = 70 GB usable - 16.06 GB weights = 53.94 GB
+    # tp 2: 2 * 70 - 16.06 = 123.94 GB
+    assert replica("llama-3.1-8b", "h100-sxm").kv_capacity_bytes(0.9) == pytest.approx(53.94e9)
+    assert replica("llama-3.1-8b", "h100-sxm", 2).kv_capacity_bytes(0.9) == pytest.approx(123.94e9)
+    tokens = replica("llama-3.1-8b", "h100-sxm").kv_capacity_tokens(0.9)
+    assert tokens == pytest.approx(53.94e9 / 131072)
+
+
+@pytest.mark.parametrize("g", ["l4", "a10g"])
+def test_70b_bf16_does_not_fit_one_24gb_gpu(g):
+    # 70.55 B * 2 = 141.1 GB of weights against 24 * 0.9 - 2 = 19.6 GB
+    r = replica("llama-3.1-70b", g)
+    assert r.kv_capacity_bytes(0.9) == pytest.approx(19.6e9 - 141.1e9)
+    assert r.kv_capacity_bytes(0.9) < 0
+    assert r.kv_capacity_tokens(0.9) == 0
+
+
+def test_70b_bf16_needs_four_h100():
+    # tp 2: 2 * 70 = 140 GB < 141.1 GB; tp 4: 280 - 141.1 = 138.9 GB of KV cache
+    assert replica("llama-3.1-70b", "h100-sxm", 2).kv_capacity_bytes(0.9) < 0
+    assert replica("llama-3.1-70b", "h100-sxm", 4).kv_capacity_bytes(0.9) == pytest.approx(138.9e9)
+    # fp8 weights halve the need: 70 - 70.55 < 0 on one GPU, 140 - 70.55 = 69.45 GB on two
+    assert replica("llama-3.1-70b", "h100-sxm", 1, weight="fp8").kv_capacity_bytes(0.9) < 0
+    assert replica("llama-3.1-70b", "h100-sxm", 2, weight="fp8").kv_capacity_bytes(
+        0.9
+    ) == pytest.approx(69.45e9)
+
+
+def test_kv_capacity_grows_with_memory_utilisation():
+    r = replica("llama-3.1-8b", "l40s")
+    assert r.kv_capacity_bytes(0.95) - r.kv_capacity_bytes(0.85) == pytest.approx(48e9 * 0.10)
+
+
+# --- compute rates ----------------------------------------------------------------------------
+
+
+def test_flops_per_dtype():
+    eff = efficiency_for(gpu("h100-sxm")).compute
+    # h100-sxm: 989 dense bf16 TFLOP/s, 1,979 fp8
+    assert replica("llama-3.1-8b", "h100-sxm").flops_per_s == pytest.approx(989e12 * eff)
+    assert replica("llama-3.1-8b", "h100-sxm", weight="fp8").flops_per_s == pytest.approx(
+        1979e12 * eff
+    )
+    # int4 is W4A16: bf16 tensor cores; an A100 has no fp8 tensor cores, so fp8 runs at bf16 rate
+    assert replica("llama-3.1-8b", "h100-sxm", weight="int4").flops_per_s == pytest.approx(
+        989e12 * eff
+    )
+    a100 = efficiency_for(gpu("a100-80gb")).compute
+    assert replica("llama-3.1-8b", "a100-80gb", weight="fp8").flops_per_s == pytest.approx(
+        312e12 * a100
+    )
+    # tp multiplies the replica's rate
+    assert replica("llama-3.1-8b", "h100-sxm", 4).flops_per_s == pytest.approx(4 * 989e12 * eff)
+
+
+def test_default_efficiency_is_a_share():
+    assert 0 < DEFAULT.compute <= 1 and 0 < DEFAULT.memory <= 1 and 0 < DEFAULT.interconnect <= 1
+
+
+def test_weight_read_time():
+    # 16.06 GB over 3.35 TB/s * memory efficiency
+    r = replica("llama-3.1-8b", "h100-sxm")
+    eff = efficiency_for(r.gpu).memory
+    assert r.weight_read_s == pytest.approx(16.06e9 / (3.35e12 * eff))
+
+
+# --- prefill --------------------------------------------------------------------------------------
+
+
+def test_prefill_time_grows_with_prompt_length():
+    r = replica("llama-3.1-8b", "h100-sxm")
+    lengths = [16, 128, 512, 1024, 4096, 8192, 16384, 32768]
+    times = [r.prefill_s(n) for n in lengths]
+    # never shorter; short prompts sit on the weight-read floor (memory-bound), so strictly
+    # longer only once compute-bound: 2 * 8.03e9 * 512 FLOPs / (989e12 * eff) > weight read
+    assert all(b >= a for a, b in itertools.pairwise(times))
+    long = times[2:]
+    assert all(b > a for a, b in itertools.pairwise(long))
+
+
+def test_prefill_attention_term_by_hand():
+    # causal attention: each prompt token attends to L/2 tokens on average, 4 FLOPs per
+    # (query, key) pair per layer per head dim: 4 * 32 * 32 * 128 * L/2 FLOPs per token
+    r = replica("llama-3.1-8b", "h100-sxm")
+    flops = r.flops_per_s
+    for n in (1000, 8000):
+        extra = r.prefill_s_per_token(n) - r.linear_s_per_token
+        assert extra == pytest.approx(4 * 32 * 32 * 128 * n / 2 / flops)
+    assert r.linear_s_per_token == pytest.approx(2 * 8.03e9 / flops)
+
+
+def test_prefill_is_superlinear_once_compute_bound():
+    """Doubling a long prompt more than doubles its compute time (the attention term)."""
+    r = replica("llama-3.1-8b", "h100-sxm")
+    for n in (8192, 16384, 32768):
+        t1, t2 = r.prefill_s(n) - r.fixed_s, r.prefill_s(2 * n) - r.fixed_s
+        assert t2 > 2 * t1
+    # and the compute per token rises with length
+    per_token = [r.prefill_s_per_token(n) for n in (100, 1000, 10000, 100000)]
+    assert all(b > a for a, b in itertools.pairwise(per_token))
+
+
+def test_short_prefill_is_memory_bound():
+    # 16 tokens: 2 * 8.03e9 * 16 FLOPs take far less than reading 16 GB of weights
+    r = replica("llama-3.1-8b", "h100-sxm")
+    assert r.prefill_s(16) == pytest.approx(r.fixed_s + r.weight_read_s)
+
+
+def test_chunked_prefill_steps():
+    r = replica("llama-3.1-8b", "h100-sxm")
+    # a prompt no longer than the chunk takes one step; longer ones take about L / chunk (a
+    # little more: attention grows the per-token time)
+    assert r.chunked_prefill_steps(100, 512) == 1
+    assert r.chunked_prefill_steps(512, 512) >= 1
+    steps = r.chunked_prefill_steps(8192, 512)
+    assert 16 <= steps <= 20
+
+
+# --- tensor parallelism ------------------------------------------------------------------------
+
+
+def test_no_allreduce_at_tp1():
+    r = replica("llama-3.1-8b", "h100-sxm")
+    assert r.allreduce_s_per_token == 0
+    assert r.fixed_s == pytest.approx(efficiency_for(r.gpu).step_overhead_ms / 1e3)
+
+
+def test_allreduce_pcie_costs_more_than_nvlink():
+    pcie = replica("llama-3.1-8b", "h100-pcie", 2)
+    nvlink = replica("llama-3.1-8b", "h100-sxm", 2)
+    assert pcie.allreduce_s_per_token > nvlink.allreduce_s_per_token > 0
+    assert pcie.fixed_s > nvlink.fixed_s
+    # ring all-reduce, twice per layer, of bf16 activations: 2 * 32 * 4096 * 2 B * 2 * (1/2)
+    # = 524,288 B per token over 64 GB/s (pcie) and 450 GB/s (nvlink) times efficiency
+    payload = 2 * 32 * 4096 * 2 * 2 * (2 - 1) / 2
+    eff_p = efficiency_for(pcie.gpu).interconnect
+    eff_n = efficiency_for(nvlink.gpu).interconnect
+    assert pcie.allreduce_s_per_token == pytest.approx(payload / (64e9 * eff_p))
+    assert nvlink.allreduce_s_per_token == pytest.approx(payload / (450e9 * eff_n))
+    # so the same prefill takes longer on PCIe though compute is close
+    assert pcie.prefill_s(4096) > nvlink.prefill_s(4096)
+
+
+def test_allreduce_grows_with_tp():
+    per_token = [replica("llama-3.1-70b", "h100-sxm", tp).allreduce_s_per_token for tp in (2, 4, 8)]
+    # payload factor (tp - 1) / tp: 1/2, 3/4, 7/8
+    assert per_token[1] / per_token[0] == pytest.approx(1.5)
+    assert per_token[2] / per_token[0] == pytest.approx(1.75)
+
+
+# --- decode -----------------------------------------------------------------------------------------
+
+
+def test_decode_step_grows_with_batch_and_context():
+    r = replica("llama-3.1-8b", "h100-sxm")
+    ctx = 2000
+    by_batch = [r.step_s(decode_seqs=b, decode_context_tokens=b * ctx) for b in (1, 8, 64, 256)]
+    assert all(b > a for a, b in itertools.pairwise(by_batch))
+    by_context = [
+        r.step_s(decode_seqs=32, decode_context_tokens=32 * c) for c in (100, 1000, 10000)
+    ]
+    assert all(b > a for a, b in itertools.pairwise(by_context))
+
+
+def test_single_sequence_decode_is_memory_bound():
+    # one sequence of 1,000 tokens: read the weights and 1,000 * 131,072 B of KV once
+    r = replica("llama-3.1-8b", "h100-sxm")
+    eff = efficiency_for(r.gpu).memory
+    expected = r.fixed_s + (16.06e9 + 1000 * 131072) / (3.35e12 * eff)
+    assert r.step_s(decode_seqs=1, decode_context_tokens=1000) == pytest.approx(expected)
+
+
+def test_large_batch_decode_becomes_compute_bound():
+    # 512 sequences of 100 tokens on an h100-sxm: 512 * 2 * 8.03e9 FLOPs at 989 TFLOP/s * 0.5
+    # is ~16.6 ms; reading 16.06 GB at 3.35 TB/s * 0.6 is ~8 ms (plus ~3.3 ms of KV)
+    r = replica("llama-3.1-8b", "h100-sxm")
+    step = r.step_s(decode_seqs=512, decode_context_tokens=512 * 100)
+    compute = 512 * r.linear_s_per_token + 512 * 100 * r.attention_s_per_pair
+    assert step == pytest.approx(
+        r.fixed_s + max(compute, r.weight_read_s + 512 * 100 * r.kv_read_s_per_token)
+    )
+    assert compute > r.weight_read_s + 512 * 100 * r.kv_read_s_per_token
+    assert step == pytest.approx(r.fixed_s + compute)
+
+
+# --- MoE --------------------------------------------------------------------------------------
+
+
+def test_moe_uses_active_params_for_flops_and_all_params_for_memory():
+    moe = replica("mixtral-8x7b", "h100-sxm", 2)
+    # memory: all 46.7 B parameters; FLOPs: the 12.9 B active ones
+    assert moe.weight_bytes == pytest.approx(46.7e9 * 2)
+    assert moe.linear_s_per_token == pytest.approx(2 * 12.9e9 / moe.flops_per_s)
+    dense = Replica(model("mixtral-8x7b", active_params_b=46.7), moe.gpu, 2)
+    assert dense.weight_bytes == moe.weight_bytes
+    assert dense.weight_read_s == moe.weight_read_s
+    assert dense.linear_s_per_token / moe.linear_s_per_token == pytest.approx(46.7 / 12.9)
+    assert dense.prefill_s(8192) > moe.prefill_s(8192)
+    # and the KV cache is the attention's, not the experts': 2 * 32 * 8 * 128 * 2
+    assert moe.kv_bytes_per_token == 131072
+
+
+def test_deepseek_moe_memory():
+    r = replica("deepseek-v3", "h200", 8, weight="fp8")
+    # 671 GB of fp8 weights on 8 * (141 * 0.9 - 2) = 999.2 GB usable
+    assert r.weight_bytes == pytest.approx(671e9)
+    assert r.kv_capacity_bytes(0.9) == pytest.approx(999.2e9 - 671e9)
+    assert r.linear_s_per_token == pytest.approx(2 * 37e9 / r.flops_per_s)
+
+
+# --- KV transfer ---------------------------------------------------------------------------------
+
+
+def test_kv_transfer_time():
+    r = replica("llama-3.1-8b", "h100-sxm")
+    eff = efficiency_for(r.gpu).interconnect
+    net = r.gpu.spec.network_gb_s * 1e9
+    assert r.kv_transfer_s(1000) == pytest.approx(1000 * 131072 / (net * eff))
