@@ -219,5 +219,8 @@ def catalog(fmt) -> None:
     click.echo(catalog_json() if fmt == "json" else catalog_table())
 
 
+# Commands that live beside their feature register here, one line each.
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
