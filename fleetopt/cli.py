@@ -84,15 +84,25 @@ def _instance(path: str) -> Instance:
     show_default=True,
     help="Solver threads; 1 keeps the answer reproducible.",
 )
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Maximise throughput within this $/hour instead of minimising cost "
+    "(shortcut for objective: {maximize: throughput, budget_per_hour: B}).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show the HiGHS log.")
 @one_line_errors
-def solve(instance_file, fmt, output, time_limit, mip_gap, threads, verbose) -> None:
+def solve(instance_file, fmt, output, time_limit, mip_gap, threads, budget, verbose) -> None:
     """Find the cheapest fleet that meets every token-throughput and latency target."""
+    from fleetopt.instance import Objective
     from fleetopt.pipeline import plan_fleet
     from fleetopt.report.text import to_csv, to_markdown, to_table
     from fleetopt.solve import SolveOptions
 
     instance = _instance(instance_file)
+    if budget is not None:
+        objective = Objective(maximize="throughput", budget_per_hour=budget)
+        instance = instance.model_copy(update={"objective": objective})
     plan = plan_fleet(instance, SolveOptions(time_limit, mip_gap, threads, verbose))
     render = {
         "table": to_table,
