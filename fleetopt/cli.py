@@ -45,12 +45,10 @@ def _write(text: str, output: str | None) -> None:
 def _instance(path: str) -> Instance:
     """Load, validate and look up an instance; every error names the file."""
     from fleetopt.catalog import resolve
-    from fleetopt.pipeline import refuse_unmodelled
 
     instance = load_instance(path)
     try:
         resolve(instance)
-        refuse_unmodelled(instance)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
     return instance
@@ -91,8 +89,22 @@ def _instance(path: str) -> Instance:
     "(shortcut for objective: {maximize: throughput, budget_per_hour: B}).",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show the HiGHS log.")
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    help="Also write a report with plots: REPORT.md (PNGs beside it) or REPORT.html (one file).",
+)
+@click.option(
+    "--simulate",
+    "simulate",
+    is_flag=True,
+    help="Then simulate the plan (Poisson, 20,000 requests, seed 0) and print the measured "
+    "p99 TTFT and TPOT beside the targets (on stderr for json and csv).",
+)
 @one_line_errors
-def solve(instance_file, fmt, output, time_limit, mip_gap, threads, budget, verbose) -> None:
+def solve(
+    instance_file, fmt, output, time_limit, mip_gap, threads, budget, verbose, report, simulate
+) -> None:
     """Find the cheapest fleet that meets every token-throughput and latency target."""
     from fleetopt.instance import Objective
     from fleetopt.pipeline import plan_fleet
@@ -111,6 +123,14 @@ def solve(instance_file, fmt, output, time_limit, mip_gap, threads, budget, verb
         "markdown": to_markdown,
     }
     _write(render[fmt](plan), output)
+    if report:
+        from fleetopt.report.document import write_report
+
+        write_report(plan, report)
+    if simulate:
+        from fleetopt.simulate import after_solve
+
+        click.echo(after_solve(plan, instance), err=fmt in ("json", "csv"))
 
 
 @main.command()
@@ -212,6 +232,28 @@ def perf(
 
 
 @main.command()
+@click.argument("instance_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Solver time limit per mode, seconds.",
+)
+@click.option("--mip-gap", type=click.FloatRange(min=0), default=1e-4, show_default=True)
+@one_line_errors
+def compare(instance_file, fmt, time_limit, mip_gap) -> None:
+    """Colocated-only, disaggregated-only and mixed serving side by side, and why they differ."""
+    from fleetopt.compare import compare_modes, to_dict
+    from fleetopt.report.text import compare_table
+    from fleetopt.solve import SolveOptions
+
+    results = compare_modes(_instance(instance_file), SolveOptions(time_limit, mip_gap))
+    click.echo(json.dumps(to_dict(results), indent=2) if fmt == "json" else compare_table(results))
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema of instance files."""
     click.echo(json.dumps(json_schema(), indent=2))
@@ -230,6 +272,16 @@ def catalog(fmt) -> None:
 
 
 # Commands that live beside their feature register here, one line each.
+from fleetopt.calibrate import command as calibrate_commands  # noqa: E402
+
+main.add_command(calibrate_commands.calibrate)
+main.add_command(calibrate_commands.import_aiconfigurator)
+from fleetopt.explain.command import explain as explain_command  # noqa: E402
+
+main.add_command(explain_command)
+from fleetopt.simulate.command import simulate_command  # noqa: E402
+
+main.add_command(simulate_command, "simulate")
 
 
 if __name__ == "__main__":  # pragma: no cover

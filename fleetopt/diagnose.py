@@ -66,23 +66,34 @@ def _explain(
                 f"even for a single sequence, {best * 1e3:,.1f} ms on {_name(fastest)}; "
                 f"{_fixes(cls, resolved, 'tpot_ms')}"
             )
+    rejections = config_set.rejections[cls.name]
+    measured = [r for r in rejections if r.kind == "profile"]
+    if measured and len(measured) == len(rejections):
+        return (
+            f"{cls.name}: the measured profiles cover no config that can carry it "
+            f"({measured[0].config}: {measured[0].reason}); fix: add a profiles[].table row at "
+            f"or above {shape.input_mean:,.0f} input and {shape.output_mean:,.0f} output tokens, "
+            "or drop the profile to use the analytic cost model"
+        )
     side = "prefill" if not prefill else "decode"
-    reasons = sorted({f"{r.kind}: {r.reason}" for r in config_set.rejections[cls.name]})[:3]
+    reasons = sorted({f"{r.kind}: {r.reason}" for r in rejections})[:3]
     return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"
 
 
 def _fixes(cls: RequestClass, resolved: Resolved, target: str | None) -> str:
     """What the user can change, leaving out what the instance already does."""
     model = resolved.models[cls.model]
-    fixes = [f"raise {target}"] if target else []
+    fixes = [f"raise workloads[{cls.name}].slo.{target}"] if target else []
     if target != "ttft_ms" and model.weight_dtype == "bf16":
-        fixes.append("use weight_dtype fp8")
+        fixes.append(f"set models[{cls.model}].weight_dtype: fp8")
     if target is None and model.kv_dtype == "bf16":
-        fixes.append("use kv_dtype fp8")
+        fixes.append(f"set models[{cls.model}].kv_dtype: fp8")
     allowed = max(resolved.instance.serving.tensor_parallel)
     if allowed < max(g.spec.max_tensor_parallel for g in resolved.gpus.values()):
-        fixes.append(f"allow tensor_parallel above {allowed}")
-    fixes.append("offer a faster GPU type" if target else "offer a GPU type with more memory")
+        fixes.append(f"allow serving.tensor_parallel above {allowed}")
+    fixes.append(
+        "add a faster GPU type to gpus" if target else "add a GPU type with more memory to gpus"
+    )
     return "fix: " + ", or ".join(fixes)
 
 

@@ -2,37 +2,80 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyomo.environ as pyo
 
 from fleetopt.configs import Config, RequestClass
 from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.tiers import period_cost
 from fleetopt.perf.operating_point import PREFILL, RESOURCE_LABELS, Limits
-from fleetopt.plan import Plan, PoolPlan, Route, WorkloadPlan
+from fleetopt.plan import PeriodPlan, Plan, PoolPlan, Route, WorkloadPlan
 from fleetopt.solve import Outcome
 
 ROUTE_EPS = 1e-7
 
 
 def extract_plan(
-    name: str, data: ProgramData, m: pyo.ConcreteModel, outcome: Outcome, limits: Limits
+    name: str,
+    data: ProgramData,
+    m: pyo.ConcreteModel,
+    outcome: Outcome,
+    limits: Limits,
+    schedule: list[int] | None = None,
 ) -> Plan:
+    """`schedule[i]` is the program period that serves the instance's period i (periods of equal
+    demand share one); None for a plain plan: one period, one price, no `periods` list."""
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    alpha = pyo.value(m.alpha)
+    views = [_period(data, m, t, price, limits) for t in m.T]
+    peak = max(m.T, key=lambda t: data.periods[t].multiplier)
+    top = views[peak]
+    periods = None
+    reserved = None
+    if schedule is not None:
+        periods = [
+            replace(views[t], index=i, hours=data.periods[t].hours / schedule.count(t))
+            for i, t in enumerate(schedule)
+        ]
+    if data.tiers is not None:
+        reserved = {g: n for g in m.G if (n := round(pyo.value(m.reserved[g]))) > 0}
+    return Plan(
+        name=name,
+        status=outcome.status,
+        objective="maximize throughput" if data.maximize_throughput else "minimize cost",
+        cost_per_hour=round(pyo.value(m.cost_per_hour), 9),
+        objective_bound=outcome.bound,
+        mip_gap=outcome.gap,
+        solve_seconds=outcome.seconds,
+        gpus=top.gpus,
+        pools=top.pools,
+        workloads=top.workloads,
+        demand_scale=pyo.value(m.alpha),
+        reserved_gpus=reserved,
+        periods=periods,
+    )
+
+
+def _period(
+    data: ProgramData, m: pyo.ConcreteModel, t: int, price: dict[str, float], limits: Limits
+) -> PeriodPlan:
+    """The fleet, routes and cost of one program period."""
     routed: dict[int, dict[str, float]] = {}
     for c, k in m.E:
-        rate = pyo.value(m.r[c, k])
+        rate = pyo.value(m.r[c, k, t])
         if rate > ROUTE_EPS:
             routed.setdefault(k, {})[c] = rate
     pools: list[PoolPlan] = []
     pool_of: dict[int, int] = {}
     classes = {c.name: c for c in data.classes}
     for k, config in enumerate(data.configs):
-        replicas = round(pyo.value(m.x[k]))
+        replicas = round(pyo.value(m.x[k, t]))
         if replicas == 0:
             continue
         pool_of[k] = len(pools)
         pools.append(_pool(config, replicas, routed.get(k, {}), classes, price, limits))
 
+    scale = pyo.value(m.alpha) * data.periods[t].multiplier
     workloads = []
     for cls in data.classes:
         routes = [
@@ -42,21 +85,24 @@ def extract_plan(
             if c == cls.name and k in pool_of
         ]
         used = [data.configs[k] for k, by_class in routed.items() if cls.name in by_class]
-        workloads.append(_workload(cls, alpha, routes, used))
+        workloads.append(_workload(cls, scale, routes, used))
 
-    gpus = {g: round(pyo.value(m.gpus[g])) for g in m.G if round(pyo.value(m.gpus[g])) > 0}
-    return Plan(
-        name=name,
-        status=outcome.status,
-        objective="maximize throughput" if data.maximize_throughput else "minimize cost",
-        cost_per_hour=round(sum(price[g] * n for g, n in gpus.items()), 9),
-        objective_bound=outcome.bound,
-        mip_gap=outcome.gap,
-        solve_seconds=outcome.seconds,
-        gpus=gpus,
+    def count(var, g) -> int:
+        return round(pyo.value(var[g, t]))
+
+    tiered = data.tiers is not None
+    return PeriodPlan(
+        index=t,
+        multiplier=data.periods[t].multiplier,
+        hours=data.periods[t].hours,
+        cost_per_hour=round(pyo.value(period_cost(m, data, t)), 9),
+        gpus={g: count(m.gpus, g) for g in m.G if count(m.gpus, g) > 0},
+        on_demand_gpus={g: count(m.on_demand, g) for g in m.G if count(m.on_demand, g)}
+        if tiered
+        else None,
+        spot_gpus={g: count(m.spot, g) for g in m.G if count(m.spot, g)} if tiered else None,
         pools=pools,
         workloads=workloads,
-        demand_scale=alpha,
     )
 
 
@@ -102,11 +148,21 @@ def _pool(
         step_ms=None if config.measured else config.op.step_s * 1e3,
         chunk_tokens=None if config.measured else config.op.chunk_tokens,
         measured=config.measured,
+        prefill_step_share=None if config.measured else _prefill_step_share(config, limits),
     )
 
 
+def _prefill_step_share(config: Config, limits: Limits) -> float:
+    """R/τ: the prefill capacity row holds u·R/τ, so the share is that over u."""
+    if not config.op.does_prefill:
+        return 0.0
+    if not config.op.does_decode:
+        return 1.0
+    return config.capacity[PREFILL] / limits.max_prefill_utilization
+
+
 def _workload(
-    cls: RequestClass, alpha: float, routes: list[Route], used: list[Config]
+    cls: RequestClass, scale: float, routes: list[Route], used: list[Config]
 ) -> WorkloadPlan:
     ttfts = [k.ttft_s[cls.name] for k in used if k.ttft_s.get(cls.name) is not None]
     tpots = [k.tpot_s[cls.name] for k in used if k.tpot_s.get(cls.name) is not None]
@@ -118,7 +174,7 @@ def _workload(
             "tpot_ms": shape.tpot_s * 1e3 if shape.tpot_s is not None else None,
             "percentile": cls.percentile,
         }
-    rate = alpha * cls.requests_per_s
+    rate = scale * cls.requests_per_s
     return WorkloadPlan(
         name=cls.name,
         model=cls.model,

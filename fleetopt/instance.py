@@ -325,6 +325,9 @@ class Instance(Strict):
     demand_profile: DemandProfile | None = None
     pricing: Pricing | None = None
     profiles: list[Profile] = Field(default_factory=list)
+    calibration: str | None = None
+    """Path of a calibration overlay (`fleetopt calibrate -o`), relative to the instance file:
+    its fitted efficiency factors replace the catalog's for the GPU types it names."""
 
     @model_validator(mode="after")
     def _references(self) -> Instance:
@@ -368,7 +371,11 @@ def load_instance(path: str | Path) -> Instance:
         raise InputError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of fields (name, gpus, models, workloads)")
-    return parse_instance(data, source=str(path))
+    instance = parse_instance(data, source=str(path))
+    if instance.calibration is not None:  # relative to the instance file, not the working dir
+        overlay = str(path.parent / instance.calibration)
+        instance = instance.model_copy(update={"calibration": overlay})
+    return instance
 
 
 def parse_instance(data: dict, source: str = "instance") -> Instance:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import pyomo.environ as pyo
+
 from fleetopt.catalog import Resolved, resolve
 from fleetopt.configs import ConfigSet, enumerate_configs, limits_of
 from fleetopt.diagnose import blocked_classes
-from fleetopt.errors import FleetoptError, InfeasibleError, InputError, VerificationError
+from fleetopt.errors import FleetoptError, InfeasibleError, VerificationError
 from fleetopt.extract import extract_plan
 from fleetopt.formulation import build_model
-from fleetopt.formulation.data import GpuMarket, ProgramData
-from fleetopt.instance import Instance
+from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
+from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.solve import SolveOptions, run_highs
 from fleetopt.verify import verify
@@ -20,7 +22,6 @@ from fleetopt.verify import verify
 def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
     """Cheapest fleet (or most throughput for the budget) that meets every target, verified."""
     options = options or SolveOptions()
-    refuse_unmodelled(instance)
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     blocked = blocked_classes(config_set, resolved)
@@ -35,21 +36,43 @@ def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
         raise FleetoptError(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
         )
-    plan = extract_plan(instance.name, data, model, outcome, limits_of(resolved))
+    periods, schedule = period_schedule(instance)
+    tiered = instance.demand_profile is not None or instance.pricing is not None
+    plan = extract_plan(
+        instance.name, data, model, outcome, limits_of(resolved), schedule if tiered else None
+    )
+    if tiered and not data.maximize_throughput:
+        plan.peak_sized_cost_per_hour = _peak_sized_cost(resolved, config_set, periods, options)
     problems = verify(plan, resolved)
     if problems:
         raise VerificationError("plan failed verification: " + "; ".join(problems[:5]))
     return plan
 
 
-def refuse_unmodelled(instance: Instance) -> None:
-    """Fields of the contract the program does not model yet: stop rather than ignore them."""
-    for field in ("demand_profile", "pricing"):
-        if getattr(instance, field) is not None:
-            raise InputError(
-                f"{field}: periods and price tiers are not modelled yet; remove `{field}` to "
-                "plan for one period at on-demand prices"
-            )
+def period_schedule(instance: Instance) -> tuple[list[Period], list[int]]:
+    """The program's periods — one per distinct demand level, carrying all its hours, since
+    periods of equal demand have the same best fleet — and, for each period of the profile,
+    the program period that serves it."""
+    profile = instance.demand_profile
+    if profile is None:
+        return [Period()], [0]
+    levels: dict[float, int] = {}
+    schedule = [levels.setdefault(m, len(levels)) for m in profile.multipliers]
+    periods = [Period(m, profile.period_hours * profile.multipliers.count(m)) for m in levels]
+    return periods, schedule
+
+
+def _peak_sized_cost(
+    resolved: Resolved, config_set: ConfigSet, periods: list[Period], options: SolveOptions
+) -> float | None:
+    """$/h of one fleet sized for the peak period and paid on demand around the clock."""
+    peak = max(p.multiplier for p in periods)
+    data = dataclasses.replace(
+        program_data(resolved, config_set), periods=[Period(peak, 1.0)], tiers=None
+    )
+    model = build_model(data)
+    outcome = run_highs(model, options)
+    return None if outcome.objective is None else round(pyo.value(model.cost_per_hour), 9)
 
 
 def program_data(
@@ -70,32 +93,23 @@ def program_data(
         ],
         maximize_throughput=objective.maximize is not None,
         budget_per_hour=objective.budget_per_hour if with_limits else None,
+        periods=period_schedule(resolved.instance)[0],
+        tiers=_tiers(resolved.instance.pricing),
+    )
+
+
+def _tiers(pricing: Pricing | None) -> Tiers | None:
+    if pricing is None:
+        return None
+    return Tiers(
+        pricing.reserved_price_factor, pricing.spot_price_factor, pricing.spot_max_fraction
     )
 
 
 def explain_limits(resolved: Resolved, config_set: ConfigSet, options: SolveOptions) -> str:
-    """Every class has a config, so the caps or the budget block: solve without them and say
-    how far the cheapest fleet overshoots each."""
-    data = program_data(resolved, config_set, with_limits=False)
-    if data.maximize_throughput:
-        return "infeasible: the budget buys no replica of any config"
-    model = build_model(data)
-    outcome = run_highs(model, dataclasses.replace(options, time_limit=options.time_limit or 60))
-    if outcome.status not in ("optimal", "feasible"):
-        return "infeasible: no fleet meets the demand even without availability caps and budget"
-    free = extract_plan(resolved.instance.name, data, model, outcome, limits_of(resolved))
-    over = [
-        f"{name} needs {free.gpus.get(name, 0)} GPUs but max_gpus is {gpu.max_gpus}"
-        for name, gpu in resolved.gpus.items()
-        if gpu.max_gpus is not None and free.gpus.get(name, 0) > gpu.max_gpus
-    ]
-    budget = resolved.instance.objective.budget_per_hour
-    if budget is not None and free.cost_per_hour > budget:
-        over.append(
-            f"the cheapest fleet costs {free.cost_per_hour:,.2f} $/h, over the budget of {budget:,.2f} $/h"
-        )
-    detail = "; ".join(over) or "the caps and budget together leave no fleet"
-    return (
-        f"infeasible within the limits: without caps or budget the cheapest fleet would be "
-        f"{free.cost_per_hour:,.2f} $/h, and {detail}"
-    )
+    """Every class has a config, so the limits block: HiGHS's IIS names the caps, whole nodes or
+    budget in conflict, and its feasibility relaxation sizes the smallest fix (conflict.py)."""
+    from fleetopt.conflict import explain_conflict
+
+    data = program_data(resolved, config_set)
+    return explain_conflict(data, build_model(data), options)

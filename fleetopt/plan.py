@@ -38,6 +38,8 @@ class PoolPlan:
     """Step-time budget of the operating point (the TPOT it holds); None for measured capacity."""
     chunk_tokens: int | None
     measured: bool = False
+    prefill_step_share: float | None = None
+    """Share of each step reserved for prefill chunks (1 prefill, 0 decode; None if measured)."""
 
 
 @dataclass
@@ -57,6 +59,21 @@ class WorkloadPlan:
 
 
 @dataclass
+class PeriodPlan:
+    """The fleet of one period of a demand profile."""
+
+    index: int
+    multiplier: float
+    hours: float
+    cost_per_hour: float
+    gpus: dict[str, int]
+    on_demand_gpus: dict[str, int] | None
+    spot_gpus: dict[str, int] | None
+    pools: list[PoolPlan]
+    workloads: list[WorkloadPlan]
+
+
+@dataclass
 class Plan:
     name: str
     status: str  # optimal | feasible | infeasible
@@ -70,7 +87,13 @@ class Plan:
     workloads: list[WorkloadPlan]
     demand_scale: float = 1.0
     """Share of the stated demand the plan serves (1 when minimising cost)."""
-    periods: list | None = None
+    reserved_gpus: dict[str, int] | None = None
+    """GPUs committed for the whole horizon at the reserved price (with `pricing`)."""
+    periods: list[PeriodPlan] | None = None
+    """One fleet per period of the demand profile; the top-level pools are the peak period's,
+    and cost_per_hour is the hour-weighted mean over the horizon."""
+    peak_sized_cost_per_hour: float | None = None
+    """What one fleet sized for the peak, all on-demand, would cost: the saving's baseline."""
 
     @property
     def cost_per_month(self) -> float:
@@ -78,11 +101,22 @@ class Plan:
 
     @property
     def prefill_tokens_per_s(self) -> float:
-        return sum(w.prefill_tokens_per_s for w in self.workloads)
+        """Prompt tokens/s served: the hour-weighted mean over periods where there are some."""
+        return self._mean(lambda w: w.prefill_tokens_per_s)
 
     @property
     def decode_tokens_per_s(self) -> float:
-        return sum(w.decode_tokens_per_s for w in self.workloads)
+        return self._mean(lambda w: w.decode_tokens_per_s)
+
+    @property
+    def requests_per_s(self) -> float:
+        return self._mean(lambda w: w.requests_per_s)
+
+    def _mean(self, tokens) -> float:
+        if not self.periods:
+            return sum(tokens(w) for w in self.workloads)
+        hours = sum(p.hours for p in self.periods)
+        return sum(p.hours * sum(tokens(w) for w in p.workloads) for p in self.periods) / hours
 
     @property
     def cost_per_million_tokens(self) -> float | None:
@@ -95,6 +129,13 @@ class Plan:
         tokens_per_hour = self.decode_tokens_per_s * 3600
         return self.cost_per_hour / tokens_per_hour * 1e6 if tokens_per_hour else None
 
+    @property
+    def saving_per_hour(self) -> float | None:
+        """What the plan saves against one fleet sized for the peak, all on-demand."""
+        if self.peak_sized_cost_per_hour is None:
+            return None
+        return self.peak_sized_cost_per_hour - self.cost_per_hour
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["cost_per_month"] = self.cost_per_month
@@ -102,6 +143,7 @@ class Plan:
         data["decode_tokens_per_s"] = self.decode_tokens_per_s
         data["cost_per_million_tokens"] = self.cost_per_million_tokens
         data["cost_per_million_output_tokens"] = self.cost_per_million_output_tokens
+        data["saving_per_hour"] = self.saving_per_hour
         return data
 
     def to_json(self) -> str:
@@ -121,9 +163,20 @@ class Plan:
     def from_dict(cls, data: dict) -> Plan:
         known = set(cls.__dataclass_fields__)
         plan = cls(**{k: v for k, v in data.items() if k in known})
-        plan.pools = [PoolPlan(**p) for p in data["pools"]]
-        plan.workloads = [
-            WorkloadPlan(**{**w, "routes": [Route(**r) for r in w["routes"]]})
-            for w in data["workloads"]
-        ]
+        plan.pools, plan.workloads = _pools(data["pools"]), _workloads(data["workloads"])
+        if data.get("periods"):
+            plan.periods = [
+                PeriodPlan(
+                    **{**p, "pools": _pools(p["pools"]), "workloads": _workloads(p["workloads"])}
+                )
+                for p in data["periods"]
+            ]
         return plan
+
+
+def _pools(rows: list[dict]) -> list[PoolPlan]:
+    return [PoolPlan(**p) for p in rows]
+
+
+def _workloads(rows: list[dict]) -> list[WorkloadPlan]:
+    return [WorkloadPlan(**{**w, "routes": [Route(**r) for r in w["routes"]]}) for w in rows]

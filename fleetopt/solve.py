@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import highspy
+import numpy as np
 import pyomo.environ as pyo
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+from pyomo.core.base.constraint import ConstraintData
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,56 @@ def _native_gap(solver) -> float | None:
         return None
     gap = highs.getInfo().mip_gap
     return gap if gap < 1e30 else None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Rows of an infeasible model that cannot all hold. `irreducible` is False when HiGHS could
+    not reduce the set (an infeasibility of the integers alone, where the LP relaxation is
+    feasible): the rows are then the whole model, not a minimal conflict."""
+
+    rows: list[ConstraintData]
+    irreducible: bool
+
+
+def irreducible_conflict(model: pyo.ConcreteModel) -> Conflict:
+    """An irreducible infeasible subset (IIS) of the model's rows, from HiGHS.
+
+    The default IIS strategy returned an empty set on real conflicts (../shared/SOLVER-NOTES.md),
+    so this asks for the irreducible one."""
+    solver, highs = _loaded(model)
+    highs.setOptionValue("iis_strategy", int(highspy.IisStrategy.kIisStrategyIrreducible))
+    _, iis = highs.getIis()
+    rows = solver._solver_con_to_pyomo_con_map
+    return Conflict([rows[i] for i in iis.row_index_], bool(iis.valid_))
+
+
+def relax_rows(
+    model: pyo.ConcreteModel, penalties: dict[ConstraintData, float], options: SolveOptions
+) -> dict[ConstraintData, float] | None:
+    """HiGHS's feasibility relaxation: the least penalty-weighted excess over their upper bounds
+    of the given `≤` rows that makes the model feasible, every other row and bound held.
+    Returns each row's excess, or None when relaxing these rows cannot restore feasibility."""
+    solver, highs = _loaded(model)
+    index = solver._pyomo_con_to_solver_con_map
+    penalty = np.full(highs.getNumRow(), -1.0)  # negative: the row may not be relaxed
+    for con, weight in penalties.items():
+        penalty[index[con]] = weight
+    highs.setOptionValue("random_seed", options.seed)
+    highs.setOptionValue("threads", options.threads)
+    if options.time_limit is not None:
+        highs.setOptionValue("time_limit", options.time_limit)
+    highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
+    if not highs.getSolution().value_valid:
+        return None
+    values, upper = highs.getSolution().row_value, highs.getLp().row_upper_
+    return {con: max(0.0, values[index[con]] - upper[index[con]]) for con in penalties}
+
+
+def _loaded(model: pyo.ConcreteModel):
+    """A HiGHS object holding the model, quiet, and the Pyomo solver that maps its rows."""
+    solver = SolverFactory("highs")
+    solver.set_instance(model)
+    highs = solver._solver_model
+    highs.setOptionValue("output_flag", False)
+    return solver, highs

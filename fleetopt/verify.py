@@ -15,18 +15,41 @@ from fleetopt.catalog import Resolved
 from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.replica import Replica
-from fleetopt.plan import Plan, PoolPlan
+from fleetopt.plan import PeriodPlan, Plan, PoolPlan
 
 REL_TOL = 1e-6
 
 
 def verify(plan: Plan, resolved: Resolved) -> list[str]:
     """Every violated constraint, in words; an empty list means the plan holds."""
+    if not plan.periods:
+        view = PeriodPlan(
+            0, 1.0, 1.0, plan.cost_per_hour, plan.gpus, None, None, plan.pools, plan.workloads
+        )
+        problems = _check_period(view, plan.demand_scale, resolved)
+        return problems + _check_cost(plan, [view], resolved)
+    profile = resolved.instance.demand_profile
+    multipliers = profile.multipliers if profile is not None else [1.0]
+    problems = []
+    if len(plan.periods) != len(multipliers):
+        problems.append(f"{len(plan.periods)} periods for {len(multipliers)} demand multipliers")
+    for period, multiplier in zip(plan.periods, multipliers, strict=False):
+        if not _close(period.multiplier, multiplier):
+            problems.append(f"period {period.index}: multiplier {period.multiplier} ≠ {multiplier}")
+        problems += [
+            f"period {period.index}: {p}"
+            for p in _check_period(period, plan.demand_scale * multiplier, resolved)
+        ]
+    return problems + _check_cost(plan, plan.periods, resolved)
+
+
+def _check_period(period: PeriodPlan, scale: float, resolved: Resolved) -> list[str]:
+    """Routes cover scale × each class's rate, every pool holds its load, GPUs cover the pools."""
     classes = {w.name: request_class(w) for w in resolved.instance.workloads}
     problems: list[str] = []
     loads: dict[int, list[tuple[RequestClass, float]]] = defaultdict(list)
     served: dict[tuple[str, str], float] = defaultdict(float)
-    for w in plan.workloads:
+    for w in period.workloads:
         cls = classes.get(w.name)
         if cls is None:
             problems.append(f"workload {w.name} is not in the instance")
@@ -38,17 +61,16 @@ def verify(plan: Plan, resolved: Resolved) -> list[str]:
                     served[w.name, phase] += route.requests_per_s
     for name, cls in classes.items():
         for phase in ("prefill", "decode"):
-            want = plan.demand_scale * cls.requests_per_s
+            want = scale * cls.requests_per_s
             if not _close(served[name, phase], want):
                 problems.append(
                     f"{name}: {phase} routes carry {served[name, phase]:.4g} of {want:.4g} req/s"
                 )
-    for index, pool in enumerate(plan.pools):
+    for index, pool in enumerate(period.pools):
         problems += [
             f"pool {index} ({_label(pool)}): {p}" for p in _check_pool(pool, loads[index], resolved)
         ]
-    problems += _check_purchase(plan, resolved)
-    return problems
+    return problems + _check_gpus(period, resolved)
 
 
 def _check_pool(
@@ -153,29 +175,67 @@ def _check_measured(
     )
 
 
-def _check_purchase(plan: Plan, resolved: Resolved) -> list[str]:
+def _check_gpus(period: PeriodPlan, resolved: Resolved) -> list[str]:
     problems = []
     need: dict[str, int] = defaultdict(int)
-    for pool in plan.pools:
+    for pool in period.pools:
         need[pool.gpu] += pool.gpus
-    cost = 0.0
     for name, gpu in resolved.gpus.items():
-        bought = plan.gpus.get(name, 0)
-        cost += bought * gpu.price_per_gpu_hour
+        bought = period.gpus.get(name, 0)
         if need[name] > bought:
-            problems.append(f"{name}: pools use {need[name]} GPUs, plan buys {bought}")
+            problems.append(f"{name}: pools use {need[name]} GPUs, the fleet has {bought}")
         if gpu.max_gpus is not None and bought > gpu.max_gpus:
             problems.append(f"{name}: {bought} GPUs exceed max_gpus {gpu.max_gpus}")
         if gpu.gpus_per_node and bought % gpu.gpus_per_node:
             problems.append(f"{name}: {bought} GPUs is not whole nodes of {gpu.gpus_per_node}")
-    unknown = set(plan.gpus) - set(resolved.gpus)
+    unknown = set(period.gpus) - set(resolved.gpus)
     if unknown:
-        problems.append(f"plan buys unknown GPU types {sorted(unknown)}")
-    if not math.isclose(cost, plan.cost_per_hour, rel_tol=1e-9, abs_tol=1e-6):
-        problems.append(f"cost {plan.cost_per_hour:.4f} $/h, GPUs bought cost {cost:.4f} $/h")
+        problems.append(f"the fleet has unknown GPU types {sorted(unknown)}")
+    return problems
+
+
+def _check_cost(plan: Plan, periods: list[PeriodPlan], resolved: Resolved) -> list[str]:
+    """Each period's $/h from its GPUs by tier, their hour-weighted mean, the budget."""
+    problems = []
+    pricing = resolved.instance.pricing
+    price = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
+    reserved = plan.reserved_gpus or {}
+    total = 0.0
+    for period in periods:
+        if pricing is None:
+            cost = sum(price[g] * n for g, n in period.gpus.items() if g in price)
+        else:
+            on_demand, spot = period.on_demand_gpus or {}, period.spot_gpus or {}
+            for g in price:
+                parts = reserved.get(g, 0) + on_demand.get(g, 0) + spot.get(g, 0)
+                if parts != period.gpus.get(g, 0):
+                    problems.append(
+                        f"period {period.index}: {g} tiers add to {parts}, fleet {period.gpus.get(g, 0)}"
+                    )
+                if spot.get(g, 0) > pricing.spot_max_fraction * period.gpus.get(g, 0) + 1e-9:
+                    problems.append(
+                        f"period {period.index}: {g} spot GPUs exceed spot_max_fraction"
+                    )
+            cost = sum(
+                price[g]
+                * (
+                    pricing.reserved_price_factor * reserved.get(g, 0)
+                    + on_demand.get(g, 0)
+                    + pricing.spot_price_factor * spot.get(g, 0)
+                )
+                for g in price
+            )
+        if not math.isclose(cost, period.cost_per_hour, rel_tol=1e-9, abs_tol=1e-6):
+            problems.append(
+                f"period {period.index}: cost {period.cost_per_hour:.4f} $/h, its GPUs cost {cost:.4f} $/h"
+            )
+        total += period.hours * cost
+    mean = total / sum(p.hours for p in periods)
+    if not math.isclose(mean, plan.cost_per_hour, rel_tol=1e-9, abs_tol=1e-6):
+        problems.append(f"cost {plan.cost_per_hour:.4f} $/h, the fleet costs {mean:.4f} $/h")
     budget = resolved.instance.objective.budget_per_hour
-    if budget is not None and cost > budget * (1 + REL_TOL):
-        problems.append(f"cost {cost:.2f} $/h exceeds budget {budget:.2f} $/h")
+    if budget is not None and mean > budget * (1 + REL_TOL):
+        problems.append(f"cost {mean:.2f} $/h exceeds budget {budget:.2f} $/h")
     return problems
 
 

@@ -99,9 +99,31 @@ def test_instance_json_has_the_contract_fields(solved):
     prices = {g.name: g.price_per_gpu_hour for g in resolve(instance).gpus.values()}
     for gpu, n in data["gpus"].items():
         assert n >= sum(p["gpus"] for p in data["pools"] if p["gpu"] == gpu)
-    assert data["cost_per_hour"] == pytest.approx(
-        sum(n * prices[g] for g, n in data["gpus"].items())
-    )
+    if data["periods"] is None:
+        assert data["cost_per_hour"] == pytest.approx(
+            sum(n * prices[g] for g, n in data["gpus"].items())
+        )
+    else:
+        # by period: reserved GPUs paid every hour, on-demand and spot at their factors
+        tiers = instance.pricing
+        reserved = data["reserved_gpus"] or {}
+        total = 0.0
+        for period in data["periods"]:
+            on_demand, spot = period["on_demand_gpus"] or {}, period["spot_gpus"] or {}
+            cost = sum(
+                prices[g]
+                * (
+                    (tiers.reserved_price_factor * reserved.get(g, 0) if tiers else 0)
+                    + (on_demand.get(g, 0) if tiers else period["gpus"].get(g, 0))
+                    + (tiers.spot_price_factor * spot.get(g, 0) if tiers else 0)
+                )
+                for g in prices
+            )
+            assert period["cost_per_hour"] == pytest.approx(cost)
+            total += period["hours"] * cost
+        hours = sum(p["hours"] for p in data["periods"])
+        assert data["cost_per_hour"] == pytest.approx(total / hours)
+        assert data["saving_per_hour"] >= -1e-6  # never worse than one fleet sized for the peak
     # demand reported in tokens, as the instance states it
     for w in instance.workloads:
         out = next(x for x in data["workloads"] if x["name"] == w.name)

@@ -9,8 +9,10 @@ from importlib import resources
 import yaml
 from pydantic import ValidationError
 
+from fleetopt.calibrate.overlay import read_overlay
 from fleetopt.errors import InputError
 from fleetopt.instance import (
+    Efficiency,
     GpuChoice,
     GpuSpec,
     Instance,
@@ -59,8 +61,11 @@ class Model:
     kv_dtype: str
 
 
-def resolve_gpu(choice: GpuChoice) -> Gpu:
+def resolve_gpu(choice: GpuChoice, calibrated: Efficiency | None = None) -> Gpu:
+    """The catalog spec under, in rising precedence, calibrated factors and inline overrides."""
     overrides = dict(choice.spec or {})
+    if calibrated is not None and "efficiency" not in overrides:
+        overrides["efficiency"] = calibrated.model_dump()
     if choice.price_per_gpu_hour is not None:
         overrides["price_per_gpu_hour"] = choice.price_per_gpu_hour
     base = gpu_catalog().get(choice.type)
@@ -112,4 +117,6 @@ def resolve(instance: Instance) -> Resolved:
                 f"input + {w.output.longest:,.0f} output tokens) exceeds {w.model}'s max_context "
                 f"of {context:,}; shorten it or set models[{w.model}].spec.max_context"
             )
-    return Resolved(instance, {g.type: resolve_gpu(g) for g in instance.gpus}, models)
+    calibrated = read_overlay(instance.calibration) if instance.calibration else {}
+    gpus = {g.type: resolve_gpu(g, calibrated.get(g.type)) for g in instance.gpus}
+    return Resolved(instance, gpus, models)

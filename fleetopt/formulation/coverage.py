@@ -8,18 +8,22 @@ from fleetopt.formulation.data import ProgramData
 
 
 def add_coverage(m: pyo.ConcreteModel, data: ProgramData) -> None:
-    """Σ_{k does prefill} r[c,k] = alpha·λ_c  and  Σ_{k does decode} r[c,k] = alpha·λ_c.
+    """Σ_{k does prefill} r[c,k,t] = alpha·m_t·λ_c  and  Σ_{k does decode} r[c,k,t] = alpha·m_t·λ_c.
 
     A colocated config does both, so its routing counts in both rows."""
     for phase in ("prefill", "decode"):
-        rows = {}
-        for cls in data.classes:
-            routed = [
-                m.r[c, k]
-                for c, k in m.E
-                if c == cls.name and getattr(data.configs[k].op, f"does_{phase}")
-            ]
-            rows[cls.name] = sum(routed) == m.alpha * cls.requests_per_s
+        serving = {cls.name: [] for cls in data.classes}
+        for c, k in m.E:
+            if getattr(data.configs[k].op, f"does_{phase}"):
+                serving[c].append(k)
+        rows = {
+            (cls.name, t): sum(m.r[cls.name, k, t] for k in serving[cls.name])
+            == m.alpha * period.multiplier * cls.requests_per_s
+            for cls in data.classes
+            for t, period in enumerate(data.periods)
+        }
         setattr(
-            m, f"coverage_{phase}", pyo.Constraint(list(rows), rule=lambda _, c, rows=rows: rows[c])
+            m,
+            f"coverage_{phase}",
+            pyo.Constraint(list(rows), rule=lambda _, c, t, rows=rows: rows[c, t]),
         )

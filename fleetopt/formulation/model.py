@@ -2,11 +2,14 @@
 
 | name | kind | meaning |
 | --- | --- | --- |
-| `x[k]` | integer | replicas of config k |
-| `r[c, k]` | continuous | requests/s of class c routed to config k (eligible pairs only) |
-| `gpus[g]` | integer | GPUs of type g bought |
-| `nodes[g]` | integer | whole nodes of type g (only where `gpus_per_node` is set) |
+| `x[k, t]` | integer | replicas of config k in period t |
+| `r[c, k, t]` | continuous | requests/s of class c routed to config k in period t (eligible pairs only) |
+| `gpus[g, t]` | integer | GPUs of type g in service in period t |
+| `nodes[g, t]` | integer | whole nodes of type g (only where `gpus_per_node` is set) |
+| `reserved[g]`, `on_demand[g, t]`, `spot[g, t]` | integer | GPUs by price tier (only with `pricing`) |
 | `alpha` | continuous | share of demand served: fixed at 1 when minimising cost |
+
+Without a demand profile there is one period (t = 0) of multiplier 1.
 """
 
 from __future__ import annotations
@@ -21,18 +24,23 @@ from fleetopt.formulation.decode import add_decode_capacity
 from fleetopt.formulation.kv_transfer import add_kv_transfer
 from fleetopt.formulation.limits import add_budget, add_gpu_supply
 from fleetopt.formulation.prefill import add_prefill_capacity
+from fleetopt.formulation.tiers import add_price_tiers, period_cost
 
 
 def build_model(data: ProgramData) -> pyo.ConcreteModel:
     m = pyo.ConcreteModel(name="fleetopt")
     m.K = pyo.Set(initialize=range(len(data.configs)))
+    m.T = pyo.Set(initialize=range(len(data.periods)))
     m.E = pyo.Set(initialize=data.eligible(), dimen=2)
     m.G = pyo.Set(initialize=[g.name for g in data.gpus])
     m.x = pyo.Var(
-        m.K, domain=pyo.NonNegativeIntegers, bounds=lambda _, k: (0, _replica_bound(data, k))
+        m.K,
+        m.T,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda _, k, t: (0, _replica_bound(data, k, t)),
     )
-    m.r = pyo.Var(m.E, domain=pyo.NonNegativeReals)
-    m.gpus = pyo.Var(m.G, domain=pyo.NonNegativeIntegers)
+    m.r = pyo.Var(m.E, m.T, domain=pyo.NonNegativeReals)
+    m.gpus = pyo.Var(m.G, m.T, domain=pyo.NonNegativeIntegers)
     if data.maximize_throughput:
         m.alpha = pyo.Var(domain=pyo.NonNegativeReals)
     else:
@@ -43,33 +51,46 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
     add_decode_capacity(m, data)
     add_kv_transfer(m, data)
     add_gpu_supply(m, data)
-    add_budget(m, data)
+    add_price_tiers(m, data)
 
-    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    m.cost_per_hour = pyo.Expression(expr=sum(price[g] * m.gpus[g] for g in m.G))
-    gpu_count = sum(m.gpus[g] for g in m.G)
+    hours = data.total_hours
+    m.cost_per_hour = pyo.Expression(
+        expr=sum(p.hours * period_cost(m, data, t) for t, p in enumerate(data.periods)) / hours
+    )
+    add_budget(m, data)
     if data.maximize_throughput:
         # Most demand first; among equal alpha, the cheaper fleet (cost scaled far below 1).
         scale = 1e-6 / data.budget_per_hour
         m.objective = pyo.Objective(expr=m.alpha - scale * m.cost_per_hour, sense=pyo.maximize)
     else:
-        replicas = sum(m.x[k] for k in m.K)
-        m.objective = pyo.Objective(
-            expr=m.cost_per_hour + GPU_COUNT_TIE_BREAK * (gpu_count + replicas)
+        size = sum(
+            p.hours * (sum(m.gpus[g, t] for g in m.G) + sum(m.x[k, t] for k in m.K))
+            for t, p in enumerate(data.periods)
         )
+        m.objective = pyo.Objective(expr=m.cost_per_hour + GPU_COUNT_TIE_BREAK * size / hours)
     return m
 
 
-def _replica_bound(data: ProgramData, k: int) -> int | None:
+def _replica_bound(data: ProgramData, k: int, t: int) -> int | None:
     """Replicas of config k never needed: enough to carry every eligible class alone (cost
     mode), or what the budget buys (throughput mode). Tight bounds speed up branch and bound."""
     config = data.configs[k]
     if data.maximize_throughput:
         price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
-        return math.floor(data.budget_per_hour / (price * config.tp))
-    rates = {c.name: c.requests_per_s for c in data.classes}
+        cheapest = price * min(1.0, *(_factors(data)))
+        return math.floor(
+            data.budget_per_hour * data.total_hours / data.periods[t].hours / (cheapest * config.tp)
+        )
+    scale = data.periods[t].multiplier
+    rates = {c.name: c.requests_per_s * scale for c in data.classes}
     need = 0.0
     for resource, cap in config.capacity.items():
         load = sum(rates[c] * use.get(resource, 0.0) for c, use in config.usage.items())
         need = max(need, load / cap)
     return math.ceil(need - 1e-9)
+
+
+def _factors(data: ProgramData) -> tuple[float, ...]:
+    if data.tiers is None:
+        return ()
+    return (data.tiers.reserved_price_factor, data.tiers.spot_price_factor)

@@ -10,16 +10,17 @@ from fleetopt.formulation.data import ProgramData
 def add_resource_rows(
     m: pyo.ConcreteModel, data: ProgramData, family: str, resources: tuple[str, ...]
 ) -> None:
-    """Adds m.<family>[resource, k]:  Σ_c usage[k][c][resource] · r[c,k] ≤ capacity[k][resource] · x[k]."""
+    """Adds m.<family>[resource, k, t]:
+    Σ_c usage[k][c][resource] · r[c,k,t] ≤ capacity[k][resource] · x[k,t]."""
     rows = {}
     for k, config in enumerate(data.configs):
         for resource in resources:
             cap = config.capacity.get(resource)
             if cap is None:
                 continue
-            load = sum(
-                use[resource] * m.r[c, k] for c, use in config.usage.items() if use.get(resource)
-            )
-            rows[resource, k] = load <= cap * m.x[k]
+            users = [(c, use[resource]) for c, use in config.usage.items() if use.get(resource)]
+            for t in m.T:
+                load = sum(u * m.r[c, k, t] for c, u in users)
+                rows[resource, k, t] = load <= cap * m.x[k, t]
     if rows:
-        setattr(m, family, pyo.Constraint(list(rows), rule=lambda _, res, k: rows[res, k]))
+        setattr(m, family, pyo.Constraint(list(rows), rule=lambda _, res, k, t: rows[res, k, t]))

@@ -1,19 +1,25 @@
 """Efficiency factors: the share of datasheet peaks an engine reaches, and its per-step overhead.
 
-DEFAULT was fitted to the max-load throughput rows of fleetopt/catalog/calibration.csv by
-`python benchmarks/fit_efficiency.py` (docs/cost-model.md has the fit and its error table). A GPU
-type may carry its own factors (`efficiency:` in its spec) from `fleetopt calibrate` or a catalog
-entry; otherwise the default applies to every GPU type, which is the largest source of error for
-GPUs without measurements.
+DEFAULT and the per-GPU `efficiency:` entries of fleetopt/catalog/gpus.yaml were fitted by
+`python benchmarks/fidelity.py` to the fitted half of fleetopt/catalog/calibration.csv
+(docs/cost-model.md has the fit and its error table, fitted and held out). A GPU type with its own
+measurements carries its own factors; every other GPU type gets DEFAULT, which is the largest
+source of error for GPUs without measurements. `fleetopt calibrate` fits factors to your own
+benchmark results and an instance applies them with `calibration:`.
 """
 
 from __future__ import annotations
 
 from fleetopt.catalog import Gpu
-from fleetopt.instance import Efficiency
+from fleetopt.instance import Efficiency, GpuSpec
 
-DEFAULT = Efficiency(compute=0.5, memory=0.6, interconnect=0.7, step_overhead_ms=4.0)
+DEFAULT = Efficiency(compute=0.55, memory=0.65, interconnect=0.7, step_overhead_ms=10.0)
+
+
+def efficiency_for_spec(spec: GpuSpec | None) -> Efficiency:
+    """A GPU spec's own factors, else the default."""
+    return (spec.efficiency if spec is not None else None) or DEFAULT
 
 
 def efficiency_for(gpu: Gpu) -> Efficiency:
-    return gpu.spec.efficiency or DEFAULT
+    return efficiency_for_spec(gpu.spec)

@@ -110,9 +110,9 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
         caps[BATCH] = float(limits.max_num_seqs)
         caps[KV] = kv_tokens
     if op.role == "prefill":
-        caps[KV_OUT] = replica.kv_transfer_bytes_per_s
+        caps[KV_OUT] = replica.kv_transfer_bytes_per_s / 1e9  # GB/s: keeps the matrix well scaled
     if op.role == "decode":
-        caps[KV_IN] = replica.kv_transfer_bytes_per_s
+        caps[KV_IN] = replica.kv_transfer_bytes_per_s / 1e9
     return caps
 
 
@@ -130,9 +130,9 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
         use[BATCH] = out * op.step_s
         use[KV] = out * op.step_s * ctx
     if op.role == "prefill":
-        use[KV_OUT] = shape.input_mean * replica.kv_bytes_per_token
+        use[KV_OUT] = shape.input_mean * replica.kv_bytes_per_token / 1e9
     if op.role == "decode":
-        use[KV_IN] = shape.input_mean * replica.kv_bytes_per_token
+        use[KV_IN] = shape.input_mean * replica.kv_bytes_per_token / 1e9
     return use
 
 

@@ -105,11 +105,48 @@ def summary_lines(plan: Plan) -> list[str]:
         f"{_num(plan.cost_per_million_tokens, 4)} $ per million tokens · "
         f"{_num(plan.cost_per_million_output_tokens, 4)} $ per million output tokens",
         f"demand: {plan.prefill_tokens_per_s:,.0f} prefill + {plan.decode_tokens_per_s:,.0f} decode tokens/s "
-        f"({sum(w.requests_per_s for w in plan.workloads):,.2f} req/s)",
+        f"({plan.requests_per_s:,.2f} req/s)",
     ]
     if plan.objective == "maximize throughput":
         lines.insert(1, f"serves {plan.demand_scale:.4g} × the stated demand within the budget")
+    if plan.periods:
+        lines[1] = (
+            f"GPUs at the peak: {gpus} ({sum(plan.gpus.values())} in all); the pools above are the peak period's"
+        )
+        lines[2] = "mean " + lines[2] + " over the horizon"
+        lines[3] = "mean " + lines[3]
+    if plan.reserved_gpus is not None:
+        reserved = ", ".join(f"{n} × {g}" for g, n in sorted(plan.reserved_gpus.items())) or "none"
+        lines.append(f"reserved for the whole horizon: {reserved}")
+    if plan.saving_per_hour is not None:
+        lines.append(
+            f"one fleet sized for the peak, on demand around the clock: "
+            f"{plan.peak_sized_cost_per_hour:,.2f} $/h; this plan saves {plan.saving_per_hour:,.2f} $/h "
+            f"({plan.saving_per_hour / plan.peak_sized_cost_per_hour:.0%})"
+        )
     return lines
+
+
+def period_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
+    """One row per period of the demand profile: demand level, fleet by tier, $/h."""
+    head = ["period", "hours", "demand ×", "GPUs", "on-demand", "spot", "$/h"]
+
+    def fleet(gpus: dict[str, int] | None) -> str:
+        return ", ".join(f"{n} {g}" for g, n in sorted((gpus or {}).items())) or "-"
+
+    rows = [
+        [
+            str(p.index),
+            f"{p.hours:g}",
+            f"{p.multiplier:.2f}",
+            fleet(p.gpus),
+            fleet(p.on_demand_gpus),
+            fleet(p.spot_gpus),
+            _num(p.cost_per_hour, 2),
+        ]
+        for p in plan.periods or []
+    ]
+    return head, rows
 
 
 def _grid(head: list[str], rows: list[list[str]]) -> str:
@@ -126,7 +163,7 @@ def _grid(head: list[str], rows: list[list[str]]) -> str:
 
 
 def _numeric(cell: str) -> bool:
-    return bool(cell) and (cell[0].isdigit() or (cell[0] == "-" and len(cell) > 1))
+    return bool(cell) and (cell[0].isdigit() or (cell[0] in "-+" and len(cell) > 1))
 
 
 def to_table(plan: Plan) -> str:
@@ -135,6 +172,7 @@ def to_table(plan: Plan) -> str:
             f"fleetopt plan: {plan.name}",
             _grid(*pool_rows(plan)),
             _grid(*workload_rows(plan)),
+            *([_grid(*period_rows(plan))] if plan.periods else []),
             "\n".join(summary_lines(plan)),
         ]
     )
@@ -155,6 +193,7 @@ def to_markdown(plan: Plan) -> str:
                 _markdown_table(*pool_rows(plan)),
                 "## Workloads",
                 _markdown_table(*workload_rows(plan)),
+                *(["## Periods", _markdown_table(*period_rows(plan))] if plan.periods else []),
                 "## Totals",
                 "\n".join(f"- {line}" for line in summary_lines(plan)),
             ]
@@ -192,3 +231,27 @@ def capacity_table(result) -> str:
     ]
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
+
+
+def compare_table(results) -> str:
+    """`fleetopt compare`: one column per mode, then the explanation."""
+    from fleetopt.compare import explain
+
+    def cell(r, value: str) -> str:
+        return "infeasible" if r.status == "infeasible" else value
+
+    rows = [
+        ("$/h", lambda r: _num(r.cost_per_hour, 2)),
+        ("GPUs", lambda r: ", ".join(f"{n} {g}" for g, n in sorted(r.gpus.items()))),
+        ("output tok/s per GPU", lambda r: _num(r.output_tokens_per_s_per_gpu)),
+        ("$ per M input tokens", lambda r: _num(r.cost_per_million_input_tokens, 4)),
+        ("$ per M output tokens", lambda r: _num(r.cost_per_million_output_tokens, 4)),
+        ("utilisation", lambda r: "-" if r.utilization is None else f"{r.utilization:.0%}"),
+        ("status", lambda r: r.status),
+    ]
+    head = ["", *(r.mode for r in results)]
+    body = [
+        [label, *(cell(r, fn(r)) if label != "status" else r.status for r in results)]
+        for label, fn in rows
+    ]
+    return _grid(head, body) + "\n\n" + "\n".join(f"- {line}" for line in explain(results))

@@ -1,0 +1,129 @@
+"""`fleetopt calibrate`: fit one GPU type's efficiency factors to serving-benchmark results.
+
+Each run of a result file is one observation: the replica (model, GPU, tp, formats) produced the
+run's output tokens/s at its mean lengths and mean TPOT, with at most the run's concurrency in
+flight. The prediction of a run is the cost model's best throughput for that class with the
+run's TPOT as the step budget and its concurrency as the batch limit, so the fitted factors make
+the planner reproduce what was measured. Runs that did not saturate the server (a request rate
+below capacity) carry little information about capacity: sweep the rate or the concurrency.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import click
+
+from fleetopt.calibrate.fit import fit
+from fleetopt.calibrate.observation import Observation, predict
+from fleetopt.calibrate.overlay import write_overlay
+from fleetopt.calibrate.results import Run, read_runs
+from fleetopt.catalog import gpu_catalog
+from fleetopt.perf.efficiency import efficiency_for_spec
+
+DTYPES = click.Choice(["bf16", "fp8", "int4"])
+
+
+def observation(run: Run, model: str, gpu: str, tp: int, weight: str, kv: str, seqs: int):
+    return Observation(
+        model=model,
+        gpu=gpu,
+        tensor_parallel=tp,
+        weight_dtype=weight,
+        kv_dtype=kv,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        output_tokens_per_s_per_gpu=run.output_tokens_per_s / tp,
+        tpot_ms=run.tpot_ms,
+        max_num_seqs=max(1, round(run.concurrency)) if run.concurrency else seqs,
+        label=run.source,
+    )
+
+
+@click.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--model", required=True, help="Catalog model key the benchmark served.")
+@click.option("--gpu", required=True, help="Catalog GPU type the benchmark ran on.")
+@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size.")
+@click.option("--weight-dtype", type=DTYPES, default="bf16", show_default=True)
+@click.option("--kv-dtype", type=DTYPES, default="bf16", show_default=True)
+@click.option(
+    "--max-num-seqs",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Engine batch limit, for runs that do not state their concurrency.",
+)
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Overlay YAML to write."
+)
+def calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output) -> None:
+    """Fit efficiency factors to vLLM / GuideLLM benchmark results and write an overlay."""
+    from fleetopt.cli import one_line_errors  # the CLI imports this module: import it late
+
+    one_line_errors(_calibrate)(
+        results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output
+    )
+
+
+def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output) -> None:
+    runs = [run for path in results for run in read_runs(path)]
+    observations = [
+        observation(r, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs) for r in runs
+    ]
+    before = efficiency_for_spec(gpu_catalog().get(gpu))
+    predict(observations[0], before)  # unknown model or GPU: one clear error before the fit
+    fitted = fit(observations, before)
+    click.echo(f"{gpu}: catalog factors {before}")
+    click.echo(f"{gpu}: fitted factors  {fitted}")
+    errors = []
+    for obs in observations:
+        old, new = predict(obs, before), predict(obs, fitted)
+        err = new / obs.output_tokens_per_s_per_gpu - 1
+        errors.append(abs(err))
+        click.echo(
+            f"  {obs.label}: measured {obs.output_tokens_per_s_per_gpu:,.0f} tok/s/GPU, "
+            f"predicted {new:,.0f} ({err:+.1%}; catalog factors {old:,.0f})"
+        )
+    click.echo(
+        f"{len(errors)} runs: median |error| {statistics.median(errors):.1%}, "
+        f"largest {max(errors):.1%}"
+    )
+    note = (
+        f"written by fleetopt calibrate --model {model} --gpu {gpu} --tp {tp} "
+        f"--weight-dtype {weight_dtype} --kv-dtype {kv_dtype}\n"
+        f"from {len(runs)} runs: " + ", ".join(results) + "\n"
+        "include it in an instance with `calibration: <this file>`"
+    )
+    write_overlay(output, gpu, fitted, note)
+    click.echo(f"wrote {output}")
+
+
+@click.command("import-aiconfigurator")
+@click.argument("csv_file", type=click.Path(dir_okay=False))
+@click.option("--model", required=True, help="Model name as the instance lists it.")
+@click.option("--gpu", required=True, help="GPU type as the instance lists it.")
+@click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), help="Drop slower rows.")
+@click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), help="Drop slower rows.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write YAML here.")
+def import_aiconfigurator(csv_file, model, gpu, ttft_ms, tpot_ms, output) -> None:
+    """Turn aiconfigurator's pareto.csv / best_config_topn.csv into instance `profiles`."""
+    from fleetopt.cli import one_line_errors  # the CLI imports this module: import it late
+
+    one_line_errors(_import)(csv_file, model, gpu, ttft_ms, tpot_ms, output)
+
+
+def _import(csv_file, model, gpu, ttft_ms, tpot_ms, output) -> None:
+    import yaml
+
+    from fleetopt.calibrate.aiconfigurator import read_capacities, to_profiles
+
+    profiles = to_profiles(read_capacities(csv_file, ttft_ms, tpot_ms), model, gpu)
+    text = f"# from aiconfigurator results {csv_file}; paste under `profiles:` in an instance\n"
+    text += yaml.safe_dump({"profiles": profiles}, sort_keys=False)
+    if output:
+        Path(output).write_text(text)
+        click.echo(f"wrote {len(profiles)} profiles to {output}")
+    else:
+        click.echo(text.rstrip("\n"))

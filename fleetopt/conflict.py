@@ -1,0 +1,139 @@
+"""Why a solved program has no fleet, in the instance's words, and the smallest limit that fixes it.
+
+Runs after HiGHS proves the program infeasible, which the pre-solve check (`diagnose.py`) leaves to
+the limits: availability caps, whole nodes and the budget. HiGHS's irreducible infeasible subset
+names the rows in conflict; they are Pyomo components (`gpu_cap[h100-sxm, t]`, `budget`,
+`coverage_prefill[chat, t]`, docs/formulation.md) and are read back as the fields that set them.
+HiGHS's feasibility relaxation then sizes the fix: how many more GPUs of a type, or how many more
+$/h, first for each limit alone, then for all of them together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyomo.environ as pyo
+from pyomo.core.base.constraint import ConstraintData
+
+from fleetopt.formulation.data import ProgramData
+from fleetopt.solve import SolveOptions, irreducible_conflict, relax_rows
+
+RELAXABLE = ("gpu_cap", "budget")
+"""Limit families the relaxation may loosen; whole nodes and the demand stay as stated."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit of the instance: the rows (one per period) it sets, in words, with its field."""
+
+    family: str
+    key: str | None  # the GPU type, or None for the budget
+    rows: tuple[ConstraintData, ...]
+
+
+def explain_conflict(data: ProgramData, model: pyo.ConcreteModel, options: SolveOptions) -> str:
+    """One line: the limits in conflict, the demand they block, and the fix with its size."""
+    conflict = irreducible_conflict(model)
+    in_conflict = {(_family(c), _key(c)) for c in conflict.rows}
+    every = _limits(model)
+    named = [limit for limit in every if (limit.family, limit.key) in in_conflict]
+    blocked = sorted({_key(c) for c in conflict.rows if _family(c).startswith("coverage_")})
+    words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
+    demand = ", ".join(blocked) if blocked and conflict.irreducible else "the demand"
+    fixes = suggest(data, model, named, every, options)
+    fix = "; fix: " + ", or ".join(fixes) if fixes else "; fix: loosen the limits named"
+    return f"infeasible within the limits: no fleet for {demand} fits {words}{fix}"
+
+
+def suggest(
+    data: ProgramData,
+    model: pyo.ConcreteModel,
+    named: list[Limit],
+    every: list[Limit],
+    options: SolveOptions,
+) -> list[str]:
+    """Each limit in the conflict that alone can be loosened into a fleet, by how much; else
+    every cap and the budget loosened together (the IIS is the LP relaxation's: once one limit
+    gives way another may bind)."""
+    alone = [
+        fix
+        for limit in named
+        if limit.family in RELAXABLE and (fix := _relax(data, model, [limit], options))
+    ]
+    if alone:
+        return alone
+    together = _relax(data, model, [x for x in every if x.family in RELAXABLE], options)
+    return [together] if together else []
+
+
+def _relax(
+    data: ProgramData, model: pyo.ConcreteModel, limits: list[Limit], options: SolveOptions
+) -> str | None:
+    """The relaxation of these limits, weighted in $/h (a GPU at its price, the budget at 1)."""
+    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
+    penalties = {
+        row: price[limit.key] if limit.family == "gpu_cap" else 1.0
+        for limit in limits
+        for row in limit.rows
+    }
+    excess = relax_rows(model, penalties, options)
+    if excess is None:
+        return None
+    raises = [
+        _raise(limit, data, max(excess[row] for row in limit.rows))
+        for limit in limits
+        if max(excess[row] for row in limit.rows) > 1e-6
+    ]
+    return " and ".join(raises) or None
+
+
+def _raise(limit: Limit, data: ProgramData, excess: float) -> str:
+    if limit.family == "budget":
+        budget = data.budget_per_hour
+        return (
+            f"raise objective.budget_per_hour from {budget:,.2f} to {budget + excess:,.2f} $/h "
+            f"(+{excess:,.2f})"
+        )
+    cap = _market(data, limit.key).max_gpus
+    more = math.ceil(excess - 1e-6)
+    return f"raise gpus[{limit.key}].max_gpus from {cap} to {cap + more} (+{more} GPUs)"
+
+
+def _describe(limit: Limit, data: ProgramData) -> str:
+    if limit.family == "budget":
+        return f"the budget of {data.budget_per_hour:,.2f} $/h (objective.budget_per_hour)"
+    market = _market(data, limit.key)
+    if limit.family == "gpu_cap":
+        return f"the cap of {market.max_gpus} {limit.key} GPUs (gpus[{limit.key}].max_gpus)"
+    return (
+        f"whole {market.gpus_per_node}-GPU nodes of {limit.key} (gpus[{limit.key}].gpus_per_node)"
+    )
+
+
+def _limits(model: pyo.ConcreteModel) -> list[Limit]:
+    """Every cap, whole-node rule and budget of the model, its period rows grouped."""
+    grouped: dict[tuple[str, str | None], list[ConstraintData]] = {}
+    for family in ("gpu_cap", "whole_nodes", "budget"):
+        component = getattr(model, family, None)
+        if component is None:
+            continue
+        for row in component.values():
+            grouped.setdefault((family, _key(row)), []).append(row)
+    return [Limit(family, key, tuple(rows)) for (family, key), rows in grouped.items()]
+
+
+def _family(row: ConstraintData) -> str:
+    return row.parent_component().name
+
+
+def _key(row: ConstraintData) -> str | None:
+    """The named part of a row's index: the GPU type or class (the period and config are not)."""
+    index = row.index()
+    if index is None:
+        return None
+    return str(index[0] if isinstance(index, tuple) else index)
+
+
+def _market(data: ProgramData, name: str | None):
+    return next(g for g in data.gpus if g.name == name)

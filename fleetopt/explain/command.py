@@ -1,0 +1,25 @@
+"""`fleetopt explain FILE`: demand in tokens/s, GPU-seconds per class, the requests/s rule's error."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from fleetopt.cli import _instance, one_line_errors
+
+
+@click.command()
+@click.argument("instance_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@one_line_errors
+def explain(instance_file: str, fmt: str) -> None:
+    """Show what requests/s hides: tokens/s per class, GPU-seconds per GPU type, and the fleet a
+    requests/s rule buys beside the plan."""
+    from fleetopt.explain.sizing import explain as explain_instance
+    from fleetopt.report.explain import to_table
+
+    result = explain_instance(_instance(instance_file))
+    click.echo(json.dumps(result.to_dict(), indent=2) if fmt == "json" else to_table(result))

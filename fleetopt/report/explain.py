@@ -1,0 +1,110 @@
+"""`fleetopt explain` as terminal tables: demand, GPU-seconds per class, the requests/s rule."""
+
+from __future__ import annotations
+
+from fleetopt.explain.sizing import Explanation
+from fleetopt.report.text import _grid, _num
+
+
+def _signed(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:+,.{digits}f}"
+
+
+def demand_table(ex: Explanation) -> str:
+    head = ["workload", "model", "req/s", "in/out tokens", "prefill tok/s", "decode tok/s"]
+    rows = [
+        [
+            d.workload,
+            d.model,
+            _num(d.requests_per_s, 2),
+            f"{d.input_tokens:,.0f}/{d.output_tokens:,.0f}",
+            _num(d.prefill_tokens_per_s),
+            _num(d.decode_tokens_per_s),
+        ]
+        for d in ex.demand
+    ]
+    if len(rows) > 1:
+        rows.append(
+            [
+                "all",
+                "",
+                _num(sum(d.requests_per_s for d in ex.demand), 2),
+                "",
+                _num(sum(d.prefill_tokens_per_s for d in ex.demand)),
+                _num(sum(d.decode_tokens_per_s for d in ex.demand)),
+            ]
+        )
+    return _grid(head, rows)
+
+
+def needs_table(ex: Explanation) -> str:
+    head = ["workload", "gpu", "GPU-s per s", "$/h", "best config of the type", "limited by"]
+    rows = [
+        [
+            n.workload,
+            n.gpu,
+            _num(n.gpu_seconds_per_s, 2),
+            _num(n.cost_per_hour, 2),
+            n.path,
+            n.limited_by,
+        ]
+        for n in ex.needs
+    ]
+    return _grid(head, rows)
+
+
+def rule_table(ex: Explanation) -> str:
+    head = [
+        "workload",
+        "pool",
+        "GPUs by req/s rule",
+        "GPUs it takes",
+        "over (+) / short (-)",
+        "$/h",
+    ]
+    rows = [
+        [
+            s.workload,
+            s.pool,
+            _num(s.rule_gpus, 2),
+            _num(s.needed_gpus, 2),
+            _signed(s.over_gpus, 2),
+            _signed(s.over_cost_per_hour, 2),
+        ]
+        for rule in ex.rules
+        for s in rule.shares
+    ]
+    return _grid(head, rows)
+
+
+def rule_lines(ex: Explanation) -> list[str]:
+    lines = [
+        f"{r.model}: the average request ({r.input_tokens:,.0f} in / {r.output_tokens:,.0f} out "
+        f"tokens) runs {r.requests_per_s_per_gpu:,.3g} req/s per GPU on {r.path}; "
+        f"{r.requests_per_s:,.2f} req/s → {r.gpus} GPUs, {r.cost_per_hour:,.2f} $/h"
+        for r in ex.rules
+    ]
+    verdict = "over-provisions" if ex.over_gpus >= 0 else "under-provisions"
+    lines.append(
+        f"requests/s rule: {ex.rule_gpus} GPUs, {ex.rule_cost_per_hour:,.2f} $/h · "
+        f"plan (tokens/s): {ex.plan_gpus} GPUs, {ex.plan_cost_per_hour:,.2f} $/h · "
+        f"the rule {verdict} by {abs(ex.over_gpus)} GPUs, {abs(ex.over_cost_per_hour):,.2f} $/h"
+    )
+    return lines
+
+
+def to_table(ex: Explanation) -> str:
+    return "\n\n".join(
+        [
+            f"fleetopt explain: {ex.name}",
+            "Demand: requests/s beside the tokens/s they carry",
+            demand_table(ex),
+            "GPU-seconds per second each class needs on each GPU type "
+            "(its best config there; before whole replicas and queueing)",
+            needs_table(ex),
+            "Sizing by requests/s: each class's share of the rule's fleet vs what it takes "
+            "on the same configs",
+            rule_table(ex),
+            "\n".join(rule_lines(ex)),
+        ]
+    )

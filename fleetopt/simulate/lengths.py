@@ -1,0 +1,77 @@
+"""Sample token lengths that match a class's stated mean and percentiles.
+
+A class states its lengths as a mean, or as {mean, p50, p90, p99, max}. The sampler is a
+piecewise quantile function through the stated points — (0, 1 token), (0.5, p50), (0.9, p90),
+(0.99, p99), (1, longest) — where `longest` is `max`, else the highest percentile given, so a
+sample never exceeds what the planner checked against the KV cache. Between two knots the
+quantile rises as v_i + (v_{i+1} − v_i)·s^γ (s the position inside the segment, 0..1). One
+curvature γ, shared by every segment, is set by bisection so that the distribution's mean is
+the stated mean: γ = 1 is linear interpolation, γ > 1 puts the mass low in each segment (a
+long thin tail), γ < 1 high. Each segment then has mean v_i + (v_{i+1} − v_i)/(γ + 1), so the
+reachable means run from Σ Δq·v_i to Σ Δq·v_{i+1}; a mean outside that range (percentiles and
+mean that contradict each other) gets the nearest reachable one.
+
+A plain mean (no percentiles) gives every request exactly that length, as the planner assumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetopt.instance import TokenDistribution
+
+GAMMA_RANGE = (1 / 64, 64.0)
+"""Curvatures the bisection may pick; the ends stand for 'mean unreachable, take the nearest'."""
+
+
+@dataclass(frozen=True)
+class LengthSampler:
+    """A piecewise quantile function: knots (q_i, v_i) and the shared curvature γ."""
+
+    quantiles: np.ndarray
+    values: np.ndarray
+    gamma: float
+
+    @property
+    def mean(self) -> float:
+        return _mean(self.quantiles, self.values, self.gamma)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n integer lengths (≥ 1 token)."""
+        if len(self.values) == 1:
+            return np.full(n, max(1, round(float(self.values[0]))), dtype=np.int64)
+        u = rng.random(n)
+        q, v = self.quantiles, self.values
+        i = np.clip(np.searchsorted(q, u, side="right") - 1, 0, len(q) - 2)
+        s = (u - q[i]) / (q[i + 1] - q[i])
+        lengths = v[i] + (v[i + 1] - v[i]) * s**self.gamma
+        return np.maximum(1, np.rint(lengths)).astype(np.int64)
+
+
+def sampler_for(dist: TokenDistribution) -> LengthSampler:
+    given = [(q, v) for q, v in ((0.5, dist.p50), (0.9, dist.p90), (0.99, dist.p99)) if v]
+    if not given and dist.max is None:
+        return LengthSampler(np.array([1.0]), np.array([dist.mean]), 1.0)
+    knots = [(0.0, min(1.0, dist.mean)), *given, (1.0, dist.longest)]
+    q = np.array([k[0] for k in knots])
+    v = np.array([k[1] for k in knots])
+    return LengthSampler(q, v, _fit_gamma(q, v, dist.mean))
+
+
+def _mean(q: np.ndarray, v: np.ndarray, gamma: float) -> float:
+    dq = np.diff(q)
+    return float(np.sum(dq * (v[:-1] + (v[1:] - v[:-1]) / (gamma + 1))))
+
+
+def _fit_gamma(q: np.ndarray, v: np.ndarray, mean: float) -> float:
+    """Bisection on log γ: the mean falls as γ grows."""
+    lo, hi = np.log(GAMMA_RANGE[0]), np.log(GAMMA_RANGE[1])
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if _mean(q, v, float(np.exp(mid))) > mean:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.exp((lo + hi) / 2))

@@ -1,0 +1,151 @@
+"""Turn a simulation outcome into the report: per class latency percentiles, SLO attainment and
+achieved tokens/s; per pool utilisation, queues and batches. JSON names follow DESIGN §4.
+
+Figures cover the measured window only: from the first request after the warm-up to the last
+arrival, so neither the filling nor the draining of the fleet counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetopt.plan import Plan
+from fleetopt.simulate.simulator import Outcome
+
+PERCENTILES = (50, 90, 99)
+
+
+def summarize(plan: Plan, outcome: Outcome) -> dict:
+    requests = outcome.requests
+    start, end = outcome.window
+    span = end - start
+    warmup = outcome.warmup
+    share = warmup / len(requests)
+    return {
+        "plan": plan.name,
+        "arrivals": requests.source,
+        "requests": len(requests),
+        "refused": int(outcome.refused.sum()),
+        "warmup_requests": warmup,
+        "warmup": f"the first {warmup:,} requests ({share:.0%}) are warm-up, left out of every figure",
+        "measured_seconds": span,
+        "simulated_seconds": float(np.nanmax(outcome.finish_s, initial=0.0)),
+        "workloads": [_workload(plan, outcome, index) for index in range(len(requests.names))],
+        "pools": [_pool(plan, outcome, index) for index in range(len(plan.pools))],
+    }
+
+
+def _workload(plan: Plan, outcome: Outcome, index: int) -> dict:
+    requests = outcome.requests
+    name = requests.names[index]
+    planned = next(w for w in plan.workloads if w.name == name)
+    start, end = outcome.window
+    span = end - start
+    mine = requests.workload == index
+    measured = mine & ~outcome.refused & (np.arange(len(requests)) >= outcome.warmup)
+    arrival = requests.arrival_s[measured]
+    first, finish = outcome.first_s[measured], outcome.finish_s[measured]
+    output = requests.output_tokens[measured]
+    ttft = (first - arrival) * 1e3
+    decodes = output > 1
+    tpot = (finish - first)[decodes] / (output[decodes] - 1) * 1e3
+    slo = planned.slo
+    attainment = None
+    if slo and len(ttft):
+        ttft_ok = ttft <= slo["ttft_ms"] if slo.get("ttft_ms") else np.ones(len(ttft), bool)
+        tpot_ok = np.ones(len(ttft), bool)
+        if slo.get("tpot_ms"):
+            tpot_ok[decodes] = tpot <= slo["tpot_ms"]
+        attainment = {
+            "ttft": _share(ttft_ok),
+            "tpot": _share(tpot_ok),
+            "both": _share(ttft_ok & tpot_ok),
+        }
+    in_window = (requests.arrival_s >= start) & (requests.arrival_s <= end) & mine
+    return {
+        "name": name,
+        "requests": int(measured.sum()),
+        "refused": int((outcome.refused & mine).sum()),
+        "requests_per_s": _rate(int(in_window.sum()), span),
+        "input_tokens": _mean(requests.input_tokens[measured]),
+        "output_tokens": _mean(output),
+        **_token_rates(outcome, mine & ~outcome.refused),
+        "ttft_ms": _percentiles(ttft),
+        "tpot_ms": _percentiles(tpot),
+        "e2e_ms": _percentiles((finish - arrival) * 1e3),
+        "predicted": {"ttft_ms": planned.ttft_ms, "tpot_ms": planned.tpot_ms},
+        "slo": slo,
+        "slo_attainment": attainment,
+        "meets_slo": None
+        if attainment is None
+        else bool(min(attainment["ttft"], attainment["tpot"]) >= slo["percentile"] / 100),
+    }
+
+
+def _token_rates(outcome: Outcome, served: np.ndarray) -> dict:
+    """Tokens/s the class got in the window: a prompt counts when its first token is out; the
+    output tokens are spread evenly from the first token to the last."""
+    start, end = outcome.window
+    span = end - start
+    requests = outcome.requests
+    first, finish = outcome.first_s[served], outcome.finish_s[served]
+    prompt, output = requests.input_tokens[served], requests.output_tokens[served]
+    prefilled = prompt[(first >= start) & (first <= end)].sum()
+    first_in = ((first >= start) & (first <= end)).astype(float)
+    lasting = finish - first
+    overlap = np.clip(np.minimum(finish, end) - np.maximum(first, start), 0.0, None)
+    spread = np.divide(overlap, lasting, out=np.zeros_like(overlap), where=lasting > 0)
+    decoded = (first_in + spread * (output - 1)).sum()
+    return {
+        "prefill_tokens_per_s": _rate(float(prefilled), span),
+        "decode_tokens_per_s": _rate(float(decoded), span),
+    }
+
+
+def _pool(plan: Plan, outcome: Outcome, index: int) -> dict:
+    pool = plan.pools[index]
+    counters = outcome.replicas[index]
+    start, end = outcome.window
+    span = end - start
+    steps = sum(c.steps for c in counters)
+    busy = sum(c.busy_s for c in counters)
+    return {
+        "pool": index,
+        "model": pool.model,
+        "role": pool.role,
+        "gpu": pool.gpu,
+        "tensor_parallel": pool.tensor_parallel,
+        "replicas": pool.replicas,
+        "utilization": min(1.0, busy / (span * len(counters))) if span > 0 else None,
+        "planned_utilization": pool.utilization,
+        "step_ms": pool.step_ms,
+        "mean_step_ms": busy / steps * 1e3 if steps else None,
+        "mean_batch": sum(c.batch_seqs for c in counters) / steps if steps else None,
+        "queue_mean": sum(c.queue_area for c in counters) / (span * len(counters))
+        if span > 0
+        else None,
+        "queue_max": max(c.queue_max for c in counters),
+        "prefill_tokens_per_s": _rate(sum(c.prefill_tokens for c in counters), span),
+        "decode_tokens_per_s": _rate(sum(c.decode_tokens for c in counters), span),
+    }
+
+
+def _percentiles(values: np.ndarray) -> dict[str, float | None]:
+    if not len(values):
+        return {f"p{p}": None for p in PERCENTILES}
+    return {
+        f"p{p}": float(v)
+        for p, v in zip(PERCENTILES, np.percentile(values, PERCENTILES), strict=True)
+    }
+
+
+def _share(ok: np.ndarray) -> float | None:
+    return float(ok.mean()) if len(ok) else None
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(values.mean()) if len(values) else None
+
+
+def _rate(amount: float, span: float) -> float | None:
+    return amount / span if span > 0 else None

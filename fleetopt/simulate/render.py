@@ -1,0 +1,142 @@
+"""A simulation report as terminal tables: per class, per pool, and measured vs targets."""
+
+from __future__ import annotations
+
+from fleetopt.report.text import _grid, _num
+
+
+def _ms(value: float | None) -> str:
+    return _num(value, 1)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _triple(p: dict) -> str:
+    return " / ".join(_ms(p[k]) for k in ("p50", "p90", "p99"))
+
+
+def workload_table(report: dict) -> str:
+    head = [
+        "workload",
+        "requests",
+        "req/s",
+        "prefill tok/s",
+        "decode tok/s",
+        "TTFT ms p50/p90/p99",
+        "TPOT ms p50/p90/p99",
+        "e2e ms p50/p90/p99",
+        "SLO met (TTFT/TPOT/both)",
+    ]
+    rows = []
+    for w in report["workloads"]:
+        a = w["slo_attainment"]
+        met = "-" if a is None else " / ".join(_share(a[k]) for k in ("ttft", "tpot", "both"))
+        rows.append(
+            [
+                w["name"],
+                f"{w['requests']:,}",
+                _num(w["requests_per_s"], 2),
+                _num(w["prefill_tokens_per_s"]),
+                _num(w["decode_tokens_per_s"]),
+                _triple(w["ttft_ms"]),
+                _triple(w["tpot_ms"]),
+                _triple(w["e2e_ms"]),
+                met,
+            ]
+        )
+    return _grid(head, rows)
+
+
+def pool_table(report: dict) -> str:
+    head = [
+        "#",
+        "role",
+        "gpu",
+        "tp",
+        "replicas",
+        "util (sim/plan)",
+        "step ms (mean/plan)",
+        "batch",
+        "queue mean/max",
+        "prefill tok/s",
+        "decode tok/s",
+    ]
+    rows = [
+        [
+            str(p["pool"]),
+            p["role"],
+            p["gpu"],
+            str(p["tensor_parallel"]),
+            str(p["replicas"]),
+            f"{_share(p['utilization'])} / {_share(p['planned_utilization'])}",
+            f"{_ms(p['mean_step_ms'])} / {_ms(p['step_ms'])}",
+            _num(p["mean_batch"], 1),
+            f"{_num(p['queue_mean'], 2)} / {p['queue_max']}",
+            _num(p["prefill_tokens_per_s"]),
+            _num(p["decode_tokens_per_s"]),
+        ]
+        for p in report["pools"]
+    ]
+    return _grid(head, rows)
+
+
+def versus_targets(report: dict) -> str:
+    """Measured p99 beside the plan's prediction and the target, per class."""
+    head = [
+        "workload",
+        "TTFT ms p99 (sim/pred/target)",
+        "TPOT ms p99 (sim/pred/target)",
+        "SLO met (both)",
+        "at percentile",
+    ]
+    rows = []
+    for w in report["workloads"]:
+        slo = w["slo"] or {}
+        attained = w["slo_attainment"]
+        verdict = "-" if w["meets_slo"] is None else ("yes" if w["meets_slo"] else "NO")
+        rows.append(
+            [
+                w["name"],
+                " / ".join(
+                    [
+                        _ms(w["ttft_ms"]["p99"]),
+                        _ms(w["predicted"]["ttft_ms"]),
+                        _num(slo.get("ttft_ms"), 0),
+                    ]
+                ),
+                " / ".join(
+                    [
+                        _ms(w["tpot_ms"]["p99"]),
+                        _ms(w["predicted"]["tpot_ms"]),
+                        _num(slo.get("tpot_ms"), 0),
+                    ]
+                ),
+                _share(attained and attained["both"]),
+                f"{verdict} (p{slo['percentile']:g})" if slo else "-",
+            ]
+        )
+    return _grid(head, rows)
+
+
+def to_table(report: dict) -> str:
+    return "\n\n".join(
+        [
+            f"fleetopt simulation: {report['plan']}",
+            _header(report),
+            workload_table(report),
+            pool_table(report),
+            versus_targets(report),
+        ]
+    )
+
+
+def _header(report: dict) -> str:
+    line = (
+        f"{report['requests']:,} requests, {report['arrivals']}; {report['warmup']}; "
+        f"measured over {report['measured_seconds']:,.0f} s of {report['simulated_seconds']:,.0f} s"
+    )
+    if report["refused"]:
+        line += f"; {report['refused']:,} refused (longer than their pool's KV cache)"
+    return line

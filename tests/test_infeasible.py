@@ -1,0 +1,92 @@
+"""Infeasibility in words: the pre-solve check per class and target, and after the solve HiGHS's
+IIS read back as the instance's limits, with the relaxation that fixes them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from fleetopt.cli import main
+from fleetopt.errors import InfeasibleError
+from tests.helpers import analytic_instance, solve
+
+
+def _message(data: dict) -> str:
+    with pytest.raises(InfeasibleError) as caught:
+        solve(data)
+    return str(caught.value)
+
+
+def test_ttft_below_the_fastest_prefill():
+    text = _message(analytic_instance(["l40s"], input_tokens=32000, ttft_ms=200))
+    assert "chat: TTFT p99 200 ms is below the fastest prefill of a 32,000-token prompt" in text
+    assert "raise workloads[chat].slo.ttft_ms" in text
+
+
+def test_tpot_below_the_fastest_step():
+    text = _message(analytic_instance(["l40s"], tpot_ms=3))
+    assert "chat: TPOT 3.0 ms is below the fastest decode step" in text
+    assert "raise workloads[chat].slo.tpot_ms" in text
+
+
+def test_sequence_longer_than_any_kv_cache():
+    data = analytic_instance(["l40s"], input_tokens=100000, output_tokens=1000, ttft_ms=None)
+    data["serving"]["gpu_memory_utilization"] = 0.5
+    text = _message(data)
+    assert "its longest sequence, 101,000 tokens, needs more KV cache" in text
+    assert "kv_dtype: fp8" in text
+
+
+def test_model_too_big_for_the_gpus():
+    text = _message(analytic_instance(["l40s"], model="llama-3.1-70b"))
+    assert "llama-3.1-70b fits on no GPU type and tp allowed" in text
+    assert "allow serving.tensor_parallel above 1" in text
+
+
+def test_profile_that_covers_nothing():
+    data = analytic_instance(["l40s"])
+    row = {"input_tokens": 100, "output_tokens": 50, "max_requests_per_s": 5}
+    data["profiles"] = [{"model": "llama-3.1-8b", "gpu": "l40s", "table": [row]}]
+    text = _message(data)
+    assert "measured profiles cover no config" in text and "profiles[].table" in text
+
+
+def _capped(**gpu) -> dict:
+    data = analytic_instance(["h100-sxm"], requests_per_s=40, model="llama-3.1-8b")
+    data["gpus"] = [{"type": "h100-sxm", **gpu}]
+    return data
+
+
+def test_cap_in_conflict_and_its_fix():
+    text = _message(_capped(max_gpus=1))
+    assert "the cap of 1 h100-sxm GPUs (gpus[h100-sxm].max_gpus)" in text
+    assert "raise gpus[h100-sxm].max_gpus from 1 to" in text
+    need = solve(_capped()).gpus["h100-sxm"]
+    assert f"from 1 to {need} (+{need - 1} GPUs)" in text
+
+
+def test_whole_nodes_and_cap():
+    text = _message(_capped(max_gpus=4, gpus_per_node=8))
+    assert "whole 8-GPU nodes of h100-sxm" in text
+    assert "raise gpus[h100-sxm].max_gpus from 4 to 8" in text
+
+
+def test_budget_shortfall_is_sized():
+    data = _capped()
+    cheapest = solve(data).cost_per_hour
+    data["objective"] = {"minimize": "cost", "budget_per_hour": 1.0}
+    text = _message(data)
+    assert "the budget of 1.00 $/h (objective.budget_per_hour)" in text
+    assert f"to {cheapest:,.2f} $/h" in text
+
+
+def test_cli_exit_3_one_line(tmp_path):
+    path = tmp_path / "capped.yaml"
+    path.write_text(yaml.safe_dump(copy.deepcopy(_capped(max_gpus=1))))
+    result = CliRunner().invoke(main, ["solve", str(path)])
+    assert result.exit_code == 3
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("error: infeasible within the limits")

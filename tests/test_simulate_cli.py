@@ -1,0 +1,113 @@
+"""`fleetopt simulate` and `fleetopt solve --simulate`: reports, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from fleetopt.cli import main
+from tests.helpers import analytic_instance
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> tuple[str, str]:
+    """A small solved instance: (instance.yaml, plan.json)."""
+    folder = tmp_path_factory.mktemp("simulate")
+    data = analytic_instance(["l40s"], requests_per_s=5, input_tokens=800, output_tokens=100)
+    instance = folder / "instance.yaml"
+    instance.write_text(yaml.safe_dump(data))
+    plan = folder / "plan.json"
+    result = _run("solve", str(instance), "--format", "json", "-o", str(plan))
+    assert result.exit_code == 0, result.output
+    return str(instance), str(plan)
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _one_line_error(result) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+def test_json_report(files):
+    instance, plan = files
+    result = _run(
+        "simulate", plan, "--instance", instance, "--requests", "2000", "--format", "json"
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["requests"] == 2000 and report["warmup_requests"] == 200
+    (w,) = report["workloads"]
+    assert {"ttft_ms", "tpot_ms", "e2e_ms", "slo_attainment", "prefill_tokens_per_s"} <= set(w)
+    assert {"utilization", "queue_mean", "queue_max", "mean_batch"} <= set(report["pools"][0])
+
+
+def test_table_is_seeded_and_says_the_warmup(files):
+    instance, plan = files
+    args = ("simulate", plan, "--instance", instance, "--requests", "1500", "--arrivals", "gamma")
+    first = _run(*args, "--cv", "2", "--seed", "4")
+    assert first.exit_code == 0, first.output
+    assert "warm-up" in first.stdout and "gamma inter-arrivals, cv 2" in first.stdout
+    assert _run(*args, "--cv", "2", "--seed", "4").stdout == first.stdout
+
+
+def test_trace_replay_and_a_bad_row(files, tmp_path):
+    instance, plan = files
+    trace = tmp_path / "trace.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0.0,100,10\n0.5,200,20\n1.0,x,3\n")
+    line = _one_line_error(_run("simulate", plan, "--instance", instance, "--trace", str(trace)))
+    assert "trace.csv:4: column ContextTokens: 'x'" in line
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0.0,100,10\n0.5,200,20\n")
+    result = _run("simulate", plan, "--instance", instance, "--trace", str(trace))
+    assert result.exit_code == 0, result.output
+    assert "trace trace.csv" in result.stdout
+
+
+def test_refuses_measured_pools(tmp_path):
+    melange = ROOT / "instances" / "melange-example.yaml"
+    plan = tmp_path / "plan.json"
+    assert _run("solve", str(melange), "--format", "json", "-o", str(plan)).exit_code == 0
+    line = _one_line_error(_run("simulate", str(plan), "--instance", str(melange)))
+    assert "measured capacity" in line
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--arrivals", "gamma"), "--arrivals gamma needs --cv"),
+        (("--cv", "2"), "--cv applies to --arrivals gamma"),
+        (("--class", "chat"), "--class applies to --trace"),
+    ],
+)
+def test_option_errors(files, extra, message):
+    instance, plan = files
+    assert message in _one_line_error(_run("simulate", plan, "--instance", instance, *extra))
+
+
+def test_not_a_plan(files, tmp_path):
+    instance, _ = files
+    bad = tmp_path / "plan.json"
+    bad.write_text("{")
+    assert "plan.json:1: not valid JSON" in _one_line_error(
+        _run("simulate", str(bad), "--instance", instance)
+    )
+
+
+def test_solve_then_simulate(files):
+    instance, _ = files
+    result = _run("solve", instance, "--simulate")
+    assert result.exit_code == 0, result.output
+    assert "TTFT ms p99 (sim/pred/target)" in result.stdout
+    as_json = _run("solve", instance, "--simulate", "--format", "json")
+    assert json.loads(as_json.stdout)["status"] == "optimal"
+    assert "TTFT ms p99 (sim/pred/target)" in as_json.stderr

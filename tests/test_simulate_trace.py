@@ -1,0 +1,113 @@
+"""Trace input: the Azure layout loads as is, bad rows name file:line and the column, and the
+first minutes of both Azure 2023 traces replay against their instances' plans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleetopt.catalog import resolve
+from fleetopt.errors import InputError
+from fleetopt.instance import load_instance
+from fleetopt.pipeline import plan_fleet
+from fleetopt.simulate import simulate_plan
+from fleetopt.simulate.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT.parent / "shared" / "data"
+MINUTES = 8
+"""Replayed prefix. The code trace comes in minute-long bursts of up to 3.5× its hourly rate;
+its minute-3 burst outruns the plan's prefill capacity and the backlog clears by minute 6, so
+an 8-minute prefix ends with the fleet caught up and the achieved rates equal the offered."""
+AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:15:46.6805900,374,44
+2023-11-16 18:15:50.9951690,396,109
+2023-11-16 18:15:51.2224670,879,55
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    return path
+
+
+def test_reads_the_azure_layout(tmp_path):
+    requests = load_trace(_write(tmp_path, AZURE), ["chat"])
+    assert requests.arrival_s.tolist() == pytest.approx([0.0, 4.314579, 4.541877])
+    assert requests.input_tokens.tolist() == [374, 396, 879]
+    assert requests.output_tokens.tolist() == [44, 109, 55]
+    assert requests.workload.tolist() == [0, 0, 0]
+
+
+def test_seconds_and_a_class_column_sorted_by_time(tmp_path):
+    text = "time,input_tokens,output_tokens,class\n2.5,10,5,rag\n0.5,20,6,chat\n"
+    requests = load_trace(_write(tmp_path, text), ["chat", "rag"])
+    assert requests.arrival_s.tolist() == [0.0, 2.0]
+    assert requests.workload.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (AZURE + "2023-11-16 18:15:52.0,12x,5\n", ":5: column ContextTokens: '12x'"),
+        (AZURE + "2023-11-16 18:15:52.0,12,0\n", ":5: column GeneratedTokens: '0'"),
+        (AZURE + "yesterday,12,3\n", ":5: column TIMESTAMP: 'yesterday'"),
+        (AZURE + "2023-11-16 18:15:52.0,12\n", ":5: column GeneratedTokens: missing"),
+        ("when,ContextTokens,GeneratedTokens\n1,2,3\n", ":1: no time column"),
+    ],
+)
+def test_a_bad_row_names_its_line_and_column(tmp_path, text, where):
+    with pytest.raises(InputError, match="trace.csv" + where.replace("(", r"\(")):
+        load_trace(_write(tmp_path, text), ["chat"])
+
+
+def test_several_workloads_need_a_class(tmp_path):
+    path = _write(tmp_path, AZURE)
+    with pytest.raises(InputError, match=r"no class column .* --class NAME"):
+        load_trace(path, ["chat", "rag"])
+    assert load_trace(path, ["chat", "rag"], assign="rag").workload.tolist() == [1, 1, 1]
+    with pytest.raises(InputError, match="--class: 'code' is not a workload"):
+        load_trace(path, ["chat", "rag"], assign="code")
+
+
+def test_an_unknown_class_names_its_line(tmp_path):
+    text = "time,input_tokens,output_tokens,class\n0,10,5,chat\n1,10,5,code\n"
+    with pytest.raises(InputError, match=r"trace.csv:3: column class: 'code' is not a workload"):
+        load_trace(_write(tmp_path, text), ["chat"])
+
+
+@pytest.mark.parametrize(
+    ("instance", "trace"), [("azure-conv-70b", "conv"), ("azure-code-70b", "code")]
+)
+def test_replays_the_first_minutes_of_the_azure_traces(instance, trace):
+    path = TRACES / f"azure-llm-2023-{trace}.csv"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the shared data sits beside the repository in CI)")
+    loaded = load_instance(ROOT / "instances" / f"{instance}.yaml")
+    plan, resolved = plan_fleet(loaded), resolve(loaded)
+    requests = load_trace(path, [w.name for w in plan.workloads])
+    requests = requests.head(int(np.searchsorted(requests.arrival_s, MINUTES * 60)))
+    report = simulate_plan(plan, resolved, requests)
+    (w,) = report["workloads"]
+    assert report["refused"] == 0
+    assert w["requests"] == len(requests) - report["warmup_requests"]
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert 0 < w[key]["p50"] <= w[key]["p90"] <= w[key]["p99"]
+    assert 0 <= w["slo_attainment"]["both"] <= 1
+    start, end = report_window(requests, report)
+    window = (requests.arrival_s >= start) & (requests.arrival_s <= end)
+    span = end - start
+    assert w["prefill_tokens_per_s"] == pytest.approx(
+        requests.input_tokens[window].sum() / span, rel=0.05
+    )
+    assert w["decode_tokens_per_s"] == pytest.approx(
+        requests.output_tokens[window].sum() / span, rel=0.05
+    )
+
+
+def report_window(requests, report) -> tuple[float, float]:
+    """The measured window: first request after the warm-up to the last arrival."""
+    return float(requests.arrival_s[report["warmup_requests"]]), float(requests.arrival_s[-1])
