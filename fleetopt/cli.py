@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 
 import click
 
-from fleetopt.errors import FleetoptError, InputError
-from fleetopt.instance import Instance, json_schema, load_instance
+from fleetopt.command_support import (
+    OneLineGroup,
+    OutputPath,
+    load_checked_instance,
+    one_line_errors,
+)
+from fleetopt.errors import InputError
+from fleetopt.instance import json_schema
 
 
-def one_line_errors(func: Callable) -> Callable:
-    """Turn every fleetopt error into one line on stderr and its exit code (2 input, 3 infeasible)."""
-
-    @wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except FleetoptError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper
-
-
-@click.group()
+@click.group(name="fleetopt", cls=OneLineGroup)
 @click.version_option(package_name="fleetopt")
 def main() -> None:
     """Size GPU fleets for LLM serving in tokens per second."""
@@ -42,18 +31,6 @@ def _write(text: str, output: str | None) -> None:
         click.echo(text)
 
 
-def _instance(path: str) -> Instance:
-    """Load, validate and look up an instance; every error names the file."""
-    from fleetopt.catalog import resolve
-
-    instance = load_instance(path)
-    try:
-        resolve(instance)
-    except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    return instance
-
-
 @main.command()
 @click.argument("instance_file", type=click.Path(dir_okay=False))
 @click.option(
@@ -64,7 +41,7 @@ def _instance(path: str) -> Instance:
     show_default=True,
     help="Output format of the plan.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan to a file.")
+@click.option("-o", "--output", type=OutputPath(), help="Write the plan to a file.")
 @click.option(
     "--time-limit", type=click.FloatRange(min=0, min_open=True), help="Solver time limit, seconds."
 )
@@ -91,7 +68,7 @@ def _instance(path: str) -> Instance:
 @click.option("-v", "--verbose", is_flag=True, help="Show the HiGHS log.")
 @click.option(
     "--report",
-    type=click.Path(dir_okay=False),
+    type=OutputPath(),
     help="Also write a report with plots: REPORT.md (PNGs beside it) or REPORT.html (one file).",
 )
 @click.option(
@@ -111,7 +88,7 @@ def solve(
     from fleetopt.report.text import to_csv, to_markdown, to_table
     from fleetopt.solve import SolveOptions
 
-    instance = _instance(instance_file)
+    instance = load_checked_instance(instance_file)
     if budget is not None:
         objective = Objective(maximize="throughput", budget_per_hour=budget)
         instance = instance.model_copy(update={"objective": objective})
@@ -138,7 +115,7 @@ def solve(
 @one_line_errors
 def validate(instance_file) -> None:
     """Check an instance file against the schema and the catalog."""
-    instance = _instance(instance_file)
+    instance = load_checked_instance(instance_file)
     click.echo(
         f"{instance_file}: valid ({len(instance.gpus)} GPU types, {len(instance.models)} models, "
         f"{len(instance.workloads)} workloads)"
@@ -193,7 +170,7 @@ def perf(
     fmt,
 ) -> None:
     """Capacity of one replica: tokens/s, concurrency, KV capacity, latency and what limits it."""
-    from fleetopt.catalog import resolve_gpu, resolve_model
+    from fleetopt.catalog import gpu_catalog, model_catalog, resolve_gpu, resolve_model
     from fleetopt.configs import valid_tensor_parallel
     from fleetopt.errors import InfeasibleError
     from fleetopt.instance import GpuChoice, ModelChoice, Serving
@@ -201,6 +178,12 @@ def perf(
     from fleetopt.perf.operating_point import Limits, RequestShape
     from fleetopt.perf.replica import Replica
 
+    for option, name, known in (("--model", model, model_catalog()), ("--gpu", gpu, gpu_catalog())):
+        if name not in known:
+            raise InputError(
+                f"{option} {name}: not in the catalog (known: {', '.join(sorted(known))}); "
+                "see `fleetopt catalog`"
+            )
     m = resolve_model(ModelChoice(name=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype))
     g = resolve_gpu(GpuChoice(type=gpu))
     problem = valid_tensor_parallel(m, g, tp)
@@ -249,7 +232,7 @@ def compare(instance_file, fmt, time_limit, mip_gap) -> None:
     from fleetopt.report.text import compare_table
     from fleetopt.solve import SolveOptions
 
-    results = compare_modes(_instance(instance_file), SolveOptions(time_limit, mip_gap))
+    results = compare_modes(load_checked_instance(instance_file), SolveOptions(time_limit, mip_gap))
     click.echo(json.dumps(to_dict(results), indent=2) if fmt == "json" else compare_table(results))
 
 
@@ -282,6 +265,10 @@ main.add_command(explain_command)
 from fleetopt.simulate.command import simulate_command  # noqa: E402
 
 main.add_command(simulate_command, "simulate")
+from fleetopt.sweep.command import pareto, sweep  # noqa: E402
+
+main.add_command(sweep)
+main.add_command(pareto)
 
 
 if __name__ == "__main__":  # pragma: no cover

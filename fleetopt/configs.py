@@ -7,21 +7,25 @@ variable for it, and the reason is kept for the infeasibility explanation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Profile, Workload
 from fleetopt.perf.operating_point import (
     PROFILE,
+    Blocker,
     Limits,
     OperatingPoint,
     RequestShape,
     capacity,
     ineligibility,
     latency,
+    queue_curve,
     usage,
+    wait_budget_s,
 )
 from fleetopt.perf.profiles import profile_rate
+from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
 
@@ -55,6 +59,7 @@ def request_class(workload: Workload) -> RequestClass:
         output_tail=workload.output.at_percentile(percentile),
         ttft_s=slo.ttft_ms / 1e3 if slo and slo.ttft_ms else None,
         tpot_s=slo.tpot_ms / 1e3 if slo and slo.tpot_ms else None,
+        miss_share=1 - percentile / 100,
         input_longest=workload.input.longest,
         output_longest=workload.output.longest,
     )
@@ -74,6 +79,10 @@ class Config:
     ttft_s: dict[str, float | None] = field(default_factory=dict)
     tpot_s: dict[str, float | None] = field(default_factory=dict)
     measured: bool = False
+    queue: PoolCurve = NO_QUEUEING
+    """Prefill load x replicas carry, in replicas at the utilisation ceiling (perf/queueing.py)."""
+    wait_budget_s: float | None = None
+    """The smallest wait budget among the classes it may carry (None: no TTFT to hold)."""
 
     @property
     def role(self) -> str:
@@ -86,7 +95,8 @@ class Config:
             if self.measured
             else f"step{self.op.step_s * 1e3:.2f}ms-chunk{self.op.chunk_tokens}"
         )
-        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}"
+        queue = "" if self.wait_budget_s is None else f"-wait{self.wait_budget_s * 1e3:.0f}ms"
+        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}"
 
 
 @dataclass
@@ -168,9 +178,7 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
                     for op in operating_points(
                         replica, role, mine, instance.serving.chunk_tokens, limits
                     ):
-                        config = _analytic_config(replica, op, mine, limits, rejections)
-                        if config is not None:
-                            configs.append(config)
+                        configs += _analytic_configs(replica, op, mine, limits, rejections)
     return ConfigSet(classes, drop_dominated(configs), rejections)
 
 
@@ -192,8 +200,11 @@ def drop_dominated(configs: list[Config]) -> list[Config]:
 
 
 def _dominates(a: Config, b: Config) -> bool:
-    """a carries everything b carries, at no larger share of any resource (ties broken by key)."""
+    """a carries everything b carries, at no larger share of any resource, pools at least as well
+    (its queueing curve nowhere below b's), ties broken by key."""
     if set(a.capacity) != set(b.capacity) or not set(b.usage) <= set(a.usage):
+        return False
+    if not _curve_at_least(a.queue, b.queue):
         return False
     shares = [
         (a.usage[c].get(r, 0.0) / a.capacity[r], b.usage[c].get(r, 0.0) / b.capacity[r])
@@ -202,8 +213,19 @@ def _dominates(a: Config, b: Config) -> bool:
     ]
     if any(sa > sb * (1 + 1e-12) for sa, sb in shares):
         return False
-    strictly = any(sa < sb * (1 - 1e-12) for sa, sb in shares) or set(b.usage) < set(a.usage)
+    strictly = (
+        any(sa < sb * (1 - 1e-12) for sa, sb in shares)
+        or set(b.usage) < set(a.usage)
+        or a.queue != b.queue
+    )
     return strictly or a.key < b.key
+
+
+def _curve_at_least(a: PoolCurve, b: PoolCurve) -> bool:
+    horizon = max(len(a.increments), len(b.increments)) + 1
+    return a.tail_rate >= b.tail_rate - 1e-12 and all(
+        a.load(n) >= b.load(n) - 1e-12 for n in range(1, horizon + 1)
+    )
 
 
 def operating_points(
@@ -218,27 +240,60 @@ def operating_points(
     return [points[key] for key in sorted(points)]
 
 
-def _analytic_config(
+def _analytic_configs(
     replica: Replica,
     op: OperatingPoint,
     classes: list[RequestClass],
     limits: Limits,
     rejections: dict[str, list[Rejection]],
-) -> Config | None:
+) -> list[Config]:
+    """The point's configs: one per queueing level where it prefills. A class whose TTFT leaves
+    W seconds to queue may share a pool with classes that leave at least W, so one config per
+    distinct W carries the classes at or above it, with the pooling curve of that budget."""
     caps = capacity(replica, op, limits)
-    config = Config(replica.model.name, replica.gpu.name, replica.tp, op, caps)
     if not caps:
-        return None
+        return []
+    base = Config(replica.model.name, replica.gpu.name, replica.tp, op, caps)
+    budgets: dict[str, float | None] = {}
     for c in classes:
         blocker = ineligibility(replica, op, c.shape, limits)
+        budget = wait_budget_s(replica, op, c.shape) if op.does_prefill else None
+        if blocker is None and budget is not None and budget <= 0:
+            blocker = Blocker("ttft", budget, "no time left to queue within the TTFT target")
         if blocker is not None:
-            rejections[c.name].append(Rejection(config.key, blocker.kind, blocker.message))
+            rejections[c.name].append(Rejection(base.key, blocker.kind, blocker.message))
             continue
-        config.usage[c.name] = usage(replica, op, c.shape)
-        lat = latency(replica, op, c.shape)
-        config.ttft_s[c.name] = lat.ttft_s
-        config.tpot_s[c.name] = lat.tpot_s
-    return config if config.usage else None
+        budgets[c.name] = budget
+    by_name = {c.name: c for c in classes}
+    levels = sorted({b for b in budgets.values() if b is not None}) or [None]
+    if None in budgets.values() and levels != [None]:
+        levels.append(None)  # a pool of classes without a TTFT target needs no queueing margin
+    configs = []
+    for level in levels:
+        members = [name for name, b in budgets.items() if _admits(level, b)]
+        if not members:
+            continue
+        config = replace(base, usage={}, ttft_s={}, tpot_s={}, wait_budget_s=level)
+        shapes = [by_name[name].shape for name in members]
+        if op.does_prefill:
+            config.queue = queue_curve(replica, op, shapes, limits)
+        for name in members:
+            shape = by_name[name].shape
+            config.usage[name] = usage(replica, op, shape)
+            lat = latency(replica, op, shape)
+            config.ttft_s[name] = lat.ttft_s
+            config.tpot_s[name] = lat.tpot_s
+        configs.append(config)
+    return configs
+
+
+def _admits(level: float | None, budget: float | None) -> bool:
+    """A pool sized for wait budget `level` may carry a class with this budget: any class
+    without a TTFT target, and any whose budget is at least the level. The None level is the
+    pool of classes without targets only."""
+    if level is None:
+        return budget is None
+    return budget is None or budget >= level
 
 
 def _measured_config(

@@ -21,7 +21,7 @@ Positive = Annotated[float, Field(gt=0)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class TokenDistribution(Strict):
@@ -29,10 +29,16 @@ class TokenDistribution(Strict):
     SLO percentile sizes latency (the nearest higher one given, else `max`, else the mean)."""
 
     mean: Positive
+    """Mean length, tokens: sizes throughput (tokens/s per request/s)."""
     p50: Positive | None = None
+    """Median length, tokens; absent = not stated."""
     p90: Positive | None = None
+    """90th-percentile length, tokens; absent = not stated."""
     p99: Positive | None = None
+    """99th-percentile length, tokens; absent = not stated."""
     max: Positive | None = None
+    """Longest length, tokens: the latency length beyond the highest percentile given, and what
+    must fit the model's max_context; absent = not stated."""
 
     @model_validator(mode="after")
     def _ordered(self) -> TokenDistribution:
@@ -86,6 +92,7 @@ class GpuSpec(Strict):
     """A GPU type's specifications and default price; every number carries a source."""
 
     description: str = ""
+    """Free text: the product and its variant."""
     memory_gb: Positive
     """HBM capacity per GPU, GB (1e9 bytes)."""
     hbm_tb_s: Positive
@@ -120,25 +127,40 @@ class ModelSpec(Strict):
     """A model architecture (Hugging Face config.json fields)."""
 
     description: str = ""
+    """Free text: the model and its variant."""
     params_b: Positive
     """Total parameters, billions: what must sit in memory."""
     active_params_b: Positive
     """Parameters used per token, billions (MoE: shared + top-k experts): what costs FLOPs."""
     layers: int = Field(gt=0)
+    """Transformer layers (num_hidden_layers): scale the KV cache and the all-reduces."""
     hidden: int = Field(gt=0)
+    """Hidden size (hidden_size): the activations each tensor-parallel all-reduce moves."""
     q_heads: int = Field(gt=0)
+    """Attention heads (num_attention_heads): attention FLOPs; tensor_parallel must divide it."""
     kv_heads: int = Field(gt=0)
+    """Key/value heads (num_key_value_heads; fewer than q_heads with GQA): KV cache size. A
+    tensor-parallel size above it replicates them."""
     head_dim: int = Field(gt=0)
+    """Dimension of one attention head (head_dim, else hidden / q_heads)."""
     ffn: int = Field(gt=0)
+    """MLP intermediate size (intermediate_size); informational (params_b sizes the weights)."""
     vocab: int = Field(gt=0)
+    """Vocabulary size (vocab_size); informational."""
     max_context: int = Field(131072, gt=0)
+    """Longest sequence the model accepts, tokens (input + output); a workload whose longest
+    request exceeds it is an input error."""
     num_experts: int | None = Field(None, gt=0)
+    """MoE: routed experts per layer; absent for a dense model. Informational (active_params_b
+    carries the cost)."""
     experts_per_token: int | None = Field(None, gt=0)
+    """MoE: experts each token is routed to; absent for a dense model. Informational."""
     kv_lora_rank: int | None = Field(None, gt=0)
     """MLA (DeepSeek) compressed KV latent size; replaces kv_heads*head_dim in the KV cache."""
     qk_rope_head_dim: int | None = Field(None, ge=0)
     """MLA decoupled rope key dimension, cached beside the latent."""
     source: str = ""
+    """Where the architecture numbers come from (usually the config.json URL)."""
 
 
 _GPU_OVERRIDES = {name: (f.annotation | None, None) for name, f in GpuSpec.model_fields.items()}
@@ -178,6 +200,7 @@ class Workload(Strict):
     """A request class: one model, one token-length mix, one rate, one SLO."""
 
     name: str
+    """Unique name of the class: it labels the plan, the reports and trace rows."""
     model: str
     """Name of a model in `models`."""
     requests_per_s: Positive | None = None
@@ -266,7 +289,11 @@ class Objective(Strict):
     """What to optimise."""
 
     minimize: Literal["cost"] | None = None
+    """`cost`: the cheapest fleet in $/hour (hour-weighted over the periods of a demand profile)
+    that serves every class in full. Give this or `maximize`."""
     maximize: Literal["throughput"] | None = None
+    """`throughput`: scale every class's rate by the largest common factor that
+    `budget_per_hour` buys (which it needs). Give this or `minimize`."""
     budget_per_hour: Positive | None = None
     """Budget in $/hour: a cap when minimising cost, the limit when maximising throughput."""
 
@@ -283,32 +310,50 @@ class DemandProfile(Strict):
     """Rate multipliers per period (e.g. 24 hourly values)."""
 
     period_hours: Positive = 1
+    """Length of each period, hours; the cost is averaged over the periods by their hours."""
     multipliers: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
+    """One factor per period, in order: every workload's rate is scaled by it in that period
+    (0 = no traffic). The fleet may differ by period; reserved GPUs are kept in all of them."""
 
 
 class Pricing(Strict):
     """Price tiers relative to the on-demand price."""
 
     reserved_price_factor: float = Field(1.0, gt=0)
+    """Price of a reserved GPU as a share of the on-demand price; reserved GPUs are paid in every
+    period. Default 1 (no discount)."""
     spot_price_factor: float = Field(1.0, gt=0)
+    """Price of a spot GPU as a share of the on-demand price, paid per period. Default 1."""
     spot_max_fraction: float = Field(0.0, ge=0, le=1)
+    """Largest share of a GPU type's fleet in a period that may be spot. Default 0 (no spot)."""
 
 
 class ProfileRow(Strict):
     """One measured capacity: the largest request rate one replica sustains under the SLO."""
 
     input_tokens: Positive
+    """Mean prompt length the row was measured at, tokens."""
     output_tokens: Positive
+    """Mean output length the row was measured at, tokens."""
     max_requests_per_s: Positive
+    """Largest request rate one replica sustained within the SLO at these lengths. A class
+    uses the lowest rate among the nearest rows at least as long in both lengths; none: the
+    profile does not cover it."""
 
 
 class Profile(Strict):
     """Measured capacity that replaces the analytic cost model for one replica configuration."""
 
     model: str
+    """Name of a model in `models`."""
     gpu: str
+    """GPU type listed in `gpus`."""
     tensor_parallel: int = Field(1, ge=1)
+    """Tensor-parallel size of the measured replica; considered even when not listed in
+    `serving.tensor_parallel`."""
     role: Role = "colocated"
+    """Role the replica was measured in: colocated, prefill or decode (the matching mode must be
+    in `serving.modes`)."""
     table: list[ProfileRow] = Field(min_length=1)
     """Capacity table: the measured max rate per replica at given token lengths."""
 
@@ -317,14 +362,24 @@ class Instance(Strict):
     """A fleet-sizing problem: what can be bought, what must be served, under which targets."""
 
     name: str = "instance"
+    """Name of the problem, shown in the plan and the reports."""
     gpus: list[GpuChoice] = Field(min_length=1)
+    """GPU types that may be bought (at least one); the plan uses the cheapest mix."""
     models: list[ModelChoice] = Field(min_length=1)
+    """Models to serve (at least one), each named by the workloads that use it."""
     workloads: list[Workload] = Field(min_length=1)
+    """Request classes (at least one): the demand the fleet must serve."""
     serving: Serving = Field(default_factory=Serving)
+    """Serving modes, tensor-parallel sizes and engine limits; absent = every default."""
     objective: Objective = Field(default_factory=lambda: Objective(minimize="cost"))
+    """What to optimise; absent = `{minimize: cost}`."""
     demand_profile: DemandProfile | None = None
+    """Rates that vary by period (e.g. hourly); absent = one period at the stated rates."""
     pricing: Pricing | None = None
+    """Reserved and spot price tiers; absent = every GPU on demand at its price."""
     profiles: list[Profile] = Field(default_factory=list)
+    """Measured capacity tables that replace the analytic cost model for the replica
+    configurations they cover; absent = the analytic model everywhere."""
     calibration: str | None = None
     """Path of a calibration overlay (`fleetopt calibrate -o`), relative to the instance file:
     its fitted efficiency factors replace the catalog's for the GPU types it names."""

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from fleetopt.catalog import Resolved
 from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
+from fleetopt.perf.operating_point import OperatingPoint, queue_curve
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.replica import Replica
 from fleetopt.plan import PeriodPlan, Plan, PoolPlan
@@ -113,16 +114,20 @@ def _check_pool(
                     f"{cls.name}: TTFT {ttft * 1e3:.0f} ms > target {s.ttft_s * 1e3:.0f} ms"
                 )
     if does_prefill:
-        busy = (
-            sum(
-                r * c.shape.input_mean * replica.prefill_s_per_token(c.shape.input_mean)
-                for c, r in load
-            )
-            / x
+        # The pool's prompt compute against what x replicas carry with every routed class's TTFT
+        # percentile held (Erlang C with pooling, perf/queueing.py).
+        busy = sum(
+            r * c.shape.input_mean * replica.prefill_s_per_token(c.shape.input_mean)
+            for c, r in load
         )
+        op = OperatingPoint(pool.role, tau, chunk)
+        curve = queue_curve(replica, op, [c.shape for c, _ in load], limits)
         allowed = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
-        if busy > allowed * (1 + REL_TOL):
-            problems.append(f"prefill compute {busy:.4g} s/s per replica > cap {allowed:.4g}")
+        if busy > allowed * curve.load(x) * (1 + REL_TOL):
+            problems.append(
+                f"prefill compute {busy:.4g} s/s > {allowed * curve.load(x):.4g} that {x} "
+                "replicas carry within the TTFT percentile"
+            )
     seqs = context = 0.0
     if does_decode:
         seqs = sum(r * c.shape.output_mean * tau for c, r in load) / x

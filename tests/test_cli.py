@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -296,6 +298,124 @@ def test_solve_options_are_accepted(tmp_path):
 
 
 def test_bad_option_is_a_usage_error(tmp_path):
-    result = _run("solve", _write(tmp_path, GOOD), "--format", "xml")
-    assert result.exit_code == 2
-    assert "Traceback" not in result.output
+    line = _assert_one_line_error(_run("solve", _write(tmp_path, GOOD), "--format", "xml"), 2)
+    assert line.startswith("error: Invalid value for '--format': 'xml' is not one of")
+    assert line.endswith("(see fleetopt solve --help)")
+
+
+USAGE_ERRORS = {
+    "missing-argument": (["solve"], ["Missing argument 'INSTANCE_FILE'", "fleetopt solve --help"]),
+    "unknown-option": (["validate", "x.yaml", "--bogus"], ["--bogus", "fleetopt validate --help"]),
+    "unknown-command": (["bogus"], ["No such command 'bogus'", "(see fleetopt --help)"]),
+    "unknown-group-option": (["--bogus"], ["--bogus", "(see fleetopt --help)"]),
+    "missing-option": (["perf", "--gpu", "l40s"], ["--model", "fleetopt perf --help"]),
+    "out-of-range": (
+        ["perf", "--model", "llama-3.1-8b", "--gpu", "l40s", "--input-tokens", "0"],
+        ["--input-tokens", "fleetopt perf --help"],
+    ),
+    "path-is-a-folder": (["validate", "."], ["INSTANCE_FILE", "is a directory"]),
+}
+
+
+@pytest.mark.parametrize("case", list(USAGE_ERRORS))
+def test_usage_error_is_one_line_exit_2(case):
+    args, wanted = USAGE_ERRORS[case]
+    line = _assert_one_line_error(_run(*args), 2)
+    assert line.startswith("error: ")
+    for text in wanted:
+        assert text in line, (text, line)
+
+
+def test_no_arguments_prints_the_help():
+    result = _run()
+    assert "Usage:" in result.output and "solve" in result.output
+
+
+def test_runs_as_a_module():
+    """`python -m fleetopt.cli` imports the command modules without a circular import."""
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetopt.cli", "--help"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "simulate" in result.stdout and "explain" in result.stdout
+
+
+@pytest.mark.parametrize("option", ["-o", "--report"])
+def test_output_into_a_missing_folder_fails_before_solving(tmp_path, option, monkeypatch):
+    import fleetopt.pipeline
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("solved before checking the output path")
+
+    monkeypatch.setattr(fleetopt.pipeline, "plan_fleet", no_solve)
+    target = tmp_path / "missing" / "plan.md"
+    line = _assert_one_line_error(_run("solve", _write(tmp_path, GOOD), option, str(target)), 2)
+    assert str(tmp_path / "missing") in line and "does not exist" in line
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "known"),
+    [("--model", "llama-9b", "llama-3.1-8b"), ("--gpu", "h900", "l40s")],
+)
+def test_perf_unknown_name_names_the_option(option, value, known):
+    args = {"--model": "llama-3.1-8b", "--gpu": "l40s", option: value}
+    flat = [x for pair in args.items() for x in pair]
+    line = _assert_one_line_error(
+        _run("perf", *flat, "--input-tokens", "100", "--output-tokens", "10"), 2
+    )
+    assert line.startswith(f"error: {option} {value}: not in the catalog")
+    assert known in line and "models[" not in line
+
+
+def _plan_file(tmp_path: Path, content: bytes) -> str:
+    path = tmp_path / "plan.json"
+    path.write_bytes(content)
+    return str(path)
+
+
+BAD_PLANS = {
+    "missing": (None, "cannot read"),
+    "not-json": (b"status: optimal\n", "not valid JSON"),
+    "a-list": (b"[1, 2]", "not a fleetopt plan"),
+    "a-partial-object": (b'{"status": "optimal"}', "not a fleetopt plan"),
+    "not-utf8": (b"\xff\xfe{}", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PLANS))
+def test_simulate_bad_plan_file_is_one_line(tmp_path, case):
+    content, wanted = BAD_PLANS[case]
+    plan = str(tmp_path / "plan.json") if content is None else _plan_file(tmp_path, content)
+    line = _assert_one_line_error(_run("simulate", plan, "--instance", str(MELANGE)), 2)
+    assert "plan.json" in line and wanted in line, line
+
+
+def test_instance_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "instance.yaml"
+    path.write_bytes(b"\xff\xfe name: x\n")
+    line = _assert_one_line_error(_run("validate", str(path)), 2)
+    assert "instance.yaml: not UTF-8 text" in line
+
+
+def test_explain_missing_file_is_one_line(tmp_path):
+    line = _assert_one_line_error(_run("explain", str(tmp_path / "nope.yaml")), 2)
+    assert "nope.yaml" in line
+
+
+@pytest.mark.parametrize("command", ["calibrate", "import-aiconfigurator"])
+def test_writing_into_a_missing_folder_is_one_line(tmp_path, command):
+    """Files written deep inside a command (an overlay, profiles) fail as one line too."""
+    data = ROOT / "tests" / "data"
+    target = tmp_path / "missing" / "out.yaml"
+    args = {
+        "calibrate": [str(data / "vllm_serve_result.json"), "--model", "llama-3.1-8b"],
+        "import-aiconfigurator": [str(data / "aiconfigurator_agg.csv"), "--model", "m"],
+    }[command]
+    extra = ["--tp", "1"] if command == "calibrate" else []
+    result = _run(command, *args, "--gpu", "h100-sxm", *extra, "-o", str(target))
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert lines[0] == (
+        f"error: {target}: folder {target.parent} does not exist; create it or choose another path"
+    )

@@ -20,6 +20,7 @@ from fleetopt.calibrate.observation import Observation, predict
 from fleetopt.calibrate.overlay import write_overlay
 from fleetopt.calibrate.results import Run, read_runs
 from fleetopt.catalog import gpu_catalog
+from fleetopt.command_support import one_line_errors
 from fleetopt.perf.efficiency import efficiency_for_spec
 
 DTYPES = click.Choice(["bf16", "fp8", "int4"])
@@ -58,13 +59,10 @@ def observation(run: Run, model: str, gpu: str, tp: int, weight: str, kv: str, s
 @click.option(
     "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Overlay YAML to write."
 )
+@one_line_errors
 def calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output) -> None:
     """Fit efficiency factors to vLLM / GuideLLM benchmark results and write an overlay."""
-    from fleetopt.cli import one_line_errors  # the CLI imports this module: import it late
-
-    one_line_errors(_calibrate)(
-        results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output
-    )
+    _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output)
 
 
 def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, output) -> None:
@@ -107,11 +105,10 @@ def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, ou
 @click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), help="Drop slower rows.")
 @click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), help="Drop slower rows.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write YAML here.")
+@one_line_errors
 def import_aiconfigurator(csv_file, model, gpu, ttft_ms, tpot_ms, output) -> None:
     """Turn aiconfigurator's pareto.csv / best_config_topn.csv into instance `profiles`."""
-    from fleetopt.cli import one_line_errors  # the CLI imports this module: import it late
-
-    one_line_errors(_import)(csv_file, model, gpu, ttft_ms, tpot_ms, output)
+    _import(csv_file, model, gpu, ttft_ms, tpot_ms, output)
 
 
 def _import(csv_file, model, gpu, ttft_ms, tpot_ms, output) -> None:

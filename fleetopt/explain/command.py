@@ -6,7 +6,7 @@ import json
 
 import click
 
-from fleetopt.cli import _instance, one_line_errors
+from fleetopt.command_support import load_checked_instance, one_line_errors
 
 
 @click.command()
@@ -21,5 +21,5 @@ def explain(instance_file: str, fmt: str) -> None:
     from fleetopt.explain.sizing import explain as explain_instance
     from fleetopt.report.explain import to_table
 
-    result = explain_instance(_instance(instance_file))
+    result = explain_instance(load_checked_instance(instance_file))
     click.echo(json.dumps(result.to_dict(), indent=2) if fmt == "json" else to_table(result))

@@ -25,6 +25,7 @@ from fleetopt.formulation.kv_transfer import add_kv_transfer
 from fleetopt.formulation.limits import add_budget, add_gpu_supply
 from fleetopt.formulation.prefill import add_prefill_capacity
 from fleetopt.formulation.tiers import add_price_tiers, period_cost
+from fleetopt.perf.operating_point import PREFILL
 
 
 def build_model(data: ProgramData) -> pyo.ConcreteModel:
@@ -83,11 +84,15 @@ def _replica_bound(data: ProgramData, k: int, t: int) -> int | None:
         )
     scale = data.periods[t].multiplier
     rates = {c.name: c.requests_per_s * scale for c in data.classes}
-    need = 0.0
+    need = 0
     for resource, cap in config.capacity.items():
         load = sum(rates[c] * use.get(resource, 0.0) for c, use in config.usage.items())
-        need = max(need, load / cap)
-    return math.ceil(need - 1e-9)
+        replicas = math.ceil(load / cap - 1e-9)
+        if resource == PREFILL:  # pooling: n replicas carry g(n) ≤ n replicas' worth
+            while config.queue.load(replicas) * cap < load * (1 - 1e-9):
+                replicas += 1
+        need = max(need, replicas)
+    return need
 
 
 def _factors(data: ProgramData) -> tuple[float, ...]:

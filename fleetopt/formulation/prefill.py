@@ -1,4 +1,4 @@
-"""§2 prefill capacity (and measured capacity tables)."""
+"""§2 prefill capacity, with the pooling curve where queueing bites (and measured capacity)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,60 @@ from fleetopt.perf.operating_point import PREFILL, PROFILE
 
 
 def add_prefill_capacity(m: pyo.ConcreteModel, data: ProgramData) -> None:
-    """Σ_c r[c,k]·L_c·p_k(L_c) ≤ x[k]·u·R_k/τ_k — prompt compute fits the reserved chunk at the
-    utilisation cap u; and Σ_c r[c,k]/μ_kc ≤ x[k] for configs sized by a measured table."""
-    add_resource_rows(m, data, "prefill_capacity", (PREFILL, PROFILE))
+    """Σ_c r[c,k,t]·L_c·p_k(L_c) ≤ (u·R_k/τ_k)·g_k(x[k,t]) — prompt compute fits the chunk
+    reserve at the ceiling u, scaled by the pooling curve g_k (g(n) = n where queueing does not
+    bite); and Σ_c r[c,k,t]/μ_kc ≤ x[k,t] for configs sized by a measured table."""
+    linear = [k for k, config in enumerate(data.configs) if config.queue.linear]
+    add_resource_rows(m, data, "prefill_capacity", (PREFILL, PROFILE), configs=linear)
+    add_pooling(m, data, [k for k in m.K if k not in set(linear)])
+
+
+def add_pooling(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -> None:
+    """The incremental expansion of g_k (DESIGN §6.2), for configs whose curve is not linear:
+
+        x[k,t] = Σ_{j≤N} fill[k,j,t] + beyond[k,t],  fill[k,j,t] ≥ fill[k,j+1,t],
+        beyond[k,t] ≤ X_k·fill[k,N,t],
+        load[k,t] ≤ (u·R_k/τ_k)·(Σ_j Δ_j·fill[k,j,t] + Δ_∞·beyond[k,t])
+
+    with Δ_j = g(j) − g(j−1): the j-th replica counts only once the first j−1 do, and replicas
+    beyond N count at the curve's tail rate Δ_∞ — 1 once g has met the ceiling, else Δ_N, no more
+    than they really add since g is convex until it meets the ceiling. N stops there, where g is
+    linear within 1%, or at the replica bound X_k (so `beyond` is then 0)."""
+    if not configs:
+        return
+    steps = {}
+    for k in configs:
+        bound = max(m.x[k, t].ub for t in m.T)
+        steps[k] = max(1, min(len(data.configs[k].queue.increments), bound))
+    m.fill_index = pyo.Set(
+        initialize=[(k, j, t) for k in configs for j in range(1, steps[k] + 1) for t in m.T],
+        dimen=3,
+    )
+    m.fill = pyo.Var(m.fill_index, domain=pyo.Binary)
+    m.beyond = pyo.Var(configs, m.T, domain=pyo.NonNegativeIntegers)
+    m.pool_split = pyo.Constraint(
+        configs,
+        m.T,
+        rule=lambda _, k, t: (
+            m.x[k, t] == sum(m.fill[k, j, t] for j in range(1, steps[k] + 1)) + m.beyond[k, t]
+        ),
+    )
+    m.pool_order = pyo.Constraint(
+        [(k, j, t) for k, j, t in m.fill_index if j < steps[k]],
+        rule=lambda _, k, j, t: m.fill[k, j, t] >= m.fill[k, j + 1, t],
+    )
+    m.pool_beyond = pyo.Constraint(
+        configs,
+        m.T,
+        rule=lambda _, k, t: m.beyond[k, t] <= (m.x[k, t].ub or 0) * m.fill[k, steps[k], t],
+    )
+
+    def capacity_row(_, k, t):
+        config = data.configs[k]
+        curve = config.queue
+        load = sum(use[PREFILL] * m.r[c, k, t] for c, use in config.usage.items())
+        carried = sum(curve.increments[j - 1] * m.fill[k, j, t] for j in range(1, steps[k] + 1))
+        carried += curve.tail_rate * m.beyond[k, t]
+        return load <= config.capacity[PREFILL] * carried
+
+    m.prefill_pooled = pyo.Constraint(configs, m.T, rule=capacity_row)

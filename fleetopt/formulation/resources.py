@@ -8,12 +8,17 @@ from fleetopt.formulation.data import ProgramData
 
 
 def add_resource_rows(
-    m: pyo.ConcreteModel, data: ProgramData, family: str, resources: tuple[str, ...]
+    m: pyo.ConcreteModel,
+    data: ProgramData,
+    family: str,
+    resources: tuple[str, ...],
+    configs: list[int] | None = None,
 ) -> None:
-    """Adds m.<family>[resource, k, t]:
+    """Adds m.<family>[resource, k, t] for the given configs (default all):
     Σ_c usage[k][c][resource] · r[c,k,t] ≤ capacity[k][resource] · x[k,t]."""
     rows = {}
-    for k, config in enumerate(data.configs):
+    for k in range(len(data.configs)) if configs is None else configs:
+        config = data.configs[k]
         for resource in resources:
             cap = config.capacity.get(resource)
             if cap is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve, pool_curve
 from fleetopt.perf.replica import Replica
 
 PREFILL = "prefill_compute"
@@ -48,6 +49,8 @@ class RequestShape:
     output_tail: float
     ttft_s: float | None
     tpot_s: float | None
+    miss_share: float = 0.01
+    """Share of requests allowed to miss the targets: 1 − percentile/100."""
     input_longest: float = 0.0
     output_longest: float = 0.0
     """The longest lengths stated (max where given): every replica a class is routed to must
@@ -225,6 +228,38 @@ def throughput_step_s(
         base + replica.weight_read_s + alpha * out * (replica.decode_memory_s_per_token(ctx) + comm)
     )
     return max(compute, memory)
+
+
+def prefill_service_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float:
+    """Mean time a prompt of the class occupies a replica's prefill capacity (R/τ per second)."""
+    prefill = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
+    return prefill * op.step_s / replica.chunk_compute_s(op.chunk_tokens)
+
+
+def wait_budget_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float | None:
+    """Time a tail prompt may queue before its TTFT breaks; None without a TTFT target."""
+    if shape.ttft_s is None:
+        return None
+    return shape.ttft_s - latency(replica, op, shape).ttft_s
+
+
+def queue_curve(
+    replica: Replica,
+    op: OperatingPoint,
+    shapes: list[RequestShape],
+    limits: Limits,
+    max_replicas: int | None = None,
+) -> PoolCurve:
+    """Load n replicas at this point carry with every class's TTFT percentile held
+    (perf/queueing.py). The mix is unknown here, so the curve is the conservative one: the
+    smallest wait budget over the longest mean service time, and the strictest percentile."""
+    budgets = [wait_budget_s(replica, op, s) for s in shapes]
+    if not shapes or all(b is None for b in budgets):
+        return NO_QUEUEING
+    service = max(prefill_service_s(replica, op, s) for s in shapes)
+    budget = min(b for b in budgets if b is not None)
+    tail = min(s.miss_share for s in shapes if s.ttft_s is not None)
+    return pool_curve(budget / service, tail, limits.max_prefill_utilization, max_replicas)
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetopt.perf.operating_point import (
+    PREFILL,
     Limits,
     OperatingPoint,
     RequestShape,
@@ -16,6 +17,7 @@ from fleetopt.perf.operating_point import (
     ineligibility,
     max_rate,
     prefill_step_s,
+    queue_curve,
     throughput_step_s,
     usage,
 )
@@ -32,13 +34,18 @@ class Throughput:
         return self.requests_per_s * shape.output_mean
 
 
+TTFT_SHARES = (0.8, 0.5, 0.25)
+"""A colocated point may spend these shares of a class's TTFT on prefill steps; the rest is
+left for queueing. Shorter steps leave more time to queue but carry less decode."""
+
+
 def candidate_points(
     replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
 ) -> list[OperatingPoint]:
     """Prefill: one point per chunk. Decode / colocated: per chunk, the step of the class's best
-    throughput, shortened to its TPOT target and to the longest step its TTFT allows. The rate
-    rises with the step up to the best throughput and falls after it, so within the targets
-    this is the class's best point for that chunk."""
+    throughput, shortened to its TPOT target and, colocated, to the step that spends a share
+    of its TTFT on prefill steps (TTFT_SHARES). The rate rises with the step up to the best
+    throughput and falls after it, so within the targets these are the class's best points."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
     points = []
@@ -48,8 +55,10 @@ def candidate_points(
             step = min(step, shape.tpot_s)
         if role == "colocated" and shape.ttft_s is not None:
             steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
-            step = min(step, shape.ttft_s / steps)
-        points.append(OperatingPoint(role, step, chunk))
+            shortened = {min(step, share * shape.ttft_s / steps) for share in TTFT_SHARES}
+            points += [OperatingPoint(role, s, chunk) for s in sorted(shortened)]
+        else:
+            points.append(OperatingPoint(role, step, chunk))
     return points
 
 
@@ -62,6 +71,8 @@ def best_throughput(
         caps = capacity(replica, op, limits)
         if not caps or ineligibility(replica, op, shape, limits) is not None:
             continue
+        if op.does_prefill:  # one replica alone: no pooling to absorb the queue
+            caps[PREFILL] *= queue_curve(replica, op, [shape], limits).load(1)
         rate, binding = max_rate(caps, usage(replica, op, shape))
         if best is None or rate > best.requests_per_s:
             best = Throughput(rate, op, binding)

@@ -14,7 +14,7 @@ from pathlib import Path
 from fleetopt.errors import InputError
 from fleetopt.plan import HOURS_PER_MONTH, Plan
 from fleetopt.report import plots
-from fleetopt.report.text import _markdown_table, pool_rows, summary_lines, workload_rows
+from fleetopt.report.text import markdown_table, pool_rows, summary_lines, workload_rows
 
 FORMATS = (".md", ".html")
 
@@ -65,11 +65,11 @@ def to_markdown(plan: Plan, images: list[str]) -> str:
         f"# fleetopt plan: {plan.name}",
         "\n".join(f"- {line}" for line in summary_lines(plan)),
         "## Pools",
-        _markdown_table(*pool_rows(plan)),
+        markdown_table(*pool_rows(plan)),
         "## Workloads",
-        _markdown_table(*workload_rows(plan)),
+        markdown_table(*workload_rows(plan)),
         f"## {_cost_heading(plan)}",
-        _markdown_table(*cost_rows(plan)),
+        markdown_table(*cost_rows(plan)),
         "## Plots",
         *images,
     ]

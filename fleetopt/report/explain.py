@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetopt.explain.sizing import Explanation
-from fleetopt.report.text import _grid, _num
+from fleetopt.report.text import fmt_number, grid
 
 
 def _signed(value: float | None, digits: int = 1) -> str:
@@ -16,10 +16,10 @@ def demand_table(ex: Explanation) -> str:
         [
             d.workload,
             d.model,
-            _num(d.requests_per_s, 2),
+            fmt_number(d.requests_per_s, 2),
             f"{d.input_tokens:,.0f}/{d.output_tokens:,.0f}",
-            _num(d.prefill_tokens_per_s),
-            _num(d.decode_tokens_per_s),
+            fmt_number(d.prefill_tokens_per_s),
+            fmt_number(d.decode_tokens_per_s),
         ]
         for d in ex.demand
     ]
@@ -28,13 +28,13 @@ def demand_table(ex: Explanation) -> str:
             [
                 "all",
                 "",
-                _num(sum(d.requests_per_s for d in ex.demand), 2),
+                fmt_number(sum(d.requests_per_s for d in ex.demand), 2),
                 "",
-                _num(sum(d.prefill_tokens_per_s for d in ex.demand)),
-                _num(sum(d.decode_tokens_per_s for d in ex.demand)),
+                fmt_number(sum(d.prefill_tokens_per_s for d in ex.demand)),
+                fmt_number(sum(d.decode_tokens_per_s for d in ex.demand)),
             ]
         )
-    return _grid(head, rows)
+    return grid(head, rows)
 
 
 def needs_table(ex: Explanation) -> str:
@@ -43,14 +43,14 @@ def needs_table(ex: Explanation) -> str:
         [
             n.workload,
             n.gpu,
-            _num(n.gpu_seconds_per_s, 2),
-            _num(n.cost_per_hour, 2),
+            fmt_number(n.gpu_seconds_per_s, 2),
+            fmt_number(n.cost_per_hour, 2),
             n.path,
             n.limited_by,
         ]
         for n in ex.needs
     ]
-    return _grid(head, rows)
+    return grid(head, rows)
 
 
 def rule_table(ex: Explanation) -> str:
@@ -66,15 +66,15 @@ def rule_table(ex: Explanation) -> str:
         [
             s.workload,
             s.pool,
-            _num(s.rule_gpus, 2),
-            _num(s.needed_gpus, 2),
+            fmt_number(s.rule_gpus, 2),
+            fmt_number(s.needed_gpus, 2),
             _signed(s.over_gpus, 2),
             _signed(s.over_cost_per_hour, 2),
         ]
         for rule in ex.rules
         for s in rule.shares
     ]
-    return _grid(head, rows)
+    return grid(head, rows)
 
 
 def rule_lines(ex: Explanation) -> list[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fleetopt.plan import Plan
 
 
-def _num(value: float | None, digits: int = 0) -> str:
+def fmt_number(value: float | None, digits: int = 0) -> str:
+    """`12,345` with `digits` decimals; `-` for a missing value."""
     if value is None:
         return "-"
     return f"{value:,.{digits}f}"
@@ -15,8 +16,8 @@ def _target(predicted: float | None, target: float | None) -> str:
     if predicted is None and target is None:
         return "-"
     if target is None:
-        return f"{_num(predicted, 1)}"
-    return f"{_num(predicted, 1)} / {_num(target, 0)}"
+        return f"{fmt_number(predicted, 1)}"
+    return f"{fmt_number(predicted, 1)} / {fmt_number(target, 0)}"
 
 
 def pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
@@ -47,11 +48,11 @@ def pool_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
                 str(p.tensor_parallel),
                 str(p.replicas),
                 str(p.gpus),
-                _num(p.cost_per_hour, 2),
-                f"{_num(p.routed_prefill_tokens_per_s)} / {_num(p.prefill_tokens_per_s)}"
+                fmt_number(p.cost_per_hour, 2),
+                f"{fmt_number(p.routed_prefill_tokens_per_s)} / {fmt_number(p.prefill_tokens_per_s)}"
                 if p.role != "decode"
                 else "-",
-                f"{_num(p.routed_decode_tokens_per_s)} / {_num(p.decode_tokens_per_s)}"
+                f"{fmt_number(p.routed_decode_tokens_per_s)} / {fmt_number(p.decode_tokens_per_s)}"
                 if p.role != "prefill"
                 else "-",
                 f"{p.utilization:.0%}",
@@ -82,10 +83,10 @@ def workload_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
             [
                 w.name,
                 w.model,
-                _num(w.requests_per_s, 2),
+                fmt_number(w.requests_per_s, 2),
                 f"{w.input_tokens:,.0f}/{w.output_tokens:,.0f}",
-                _num(w.prefill_tokens_per_s),
-                _num(w.decode_tokens_per_s),
+                fmt_number(w.prefill_tokens_per_s),
+                fmt_number(w.decode_tokens_per_s),
                 _target(w.ttft_ms, slo.get("ttft_ms")),
                 _target(w.tpot_ms, slo.get("tpot_ms")),
                 routes,
@@ -98,12 +99,12 @@ def summary_lines(plan: Plan) -> list[str]:
     gpus = ", ".join(f"{n} × {g}" for g, n in sorted(plan.gpus.items())) or "none"
     gap = "-" if plan.mip_gap is None else f"{plan.mip_gap:.2%}"
     lines = [
-        f"status {plan.status} · gap {gap} · bound {_num(plan.objective_bound, 2)} · "
+        f"status {plan.status} · gap {gap} · bound {fmt_number(plan.objective_bound, 2)} · "
         f"solved in {plan.solve_seconds:.2f} s",
         f"GPUs: {gpus} ({sum(plan.gpus.values())} in all)",
         f"cost: {plan.cost_per_hour:,.2f} $/h · {plan.cost_per_month:,.0f} $/month · "
-        f"{_num(plan.cost_per_million_tokens, 4)} $ per million tokens · "
-        f"{_num(plan.cost_per_million_output_tokens, 4)} $ per million output tokens",
+        f"{fmt_number(plan.cost_per_million_tokens, 4)} $ per million tokens · "
+        f"{fmt_number(plan.cost_per_million_output_tokens, 4)} $ per million output tokens",
         f"demand: {plan.prefill_tokens_per_s:,.0f} prefill + {plan.decode_tokens_per_s:,.0f} decode tokens/s "
         f"({plan.requests_per_s:,.2f} req/s)",
     ]
@@ -142,14 +143,15 @@ def period_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
             fleet(p.gpus),
             fleet(p.on_demand_gpus),
             fleet(p.spot_gpus),
-            _num(p.cost_per_hour, 2),
+            fmt_number(p.cost_per_hour, 2),
         ]
         for p in plan.periods or []
     ]
     return head, rows
 
 
-def _grid(head: list[str], rows: list[list[str]]) -> str:
+def grid(head: list[str], rows: list[list[str]]) -> str:
+    """A plain-text table: columns padded to their widest cell, numbers right-aligned."""
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
     ]
@@ -170,15 +172,16 @@ def to_table(plan: Plan) -> str:
     return "\n\n".join(
         [
             f"fleetopt plan: {plan.name}",
-            _grid(*pool_rows(plan)),
-            _grid(*workload_rows(plan)),
-            *([_grid(*period_rows(plan))] if plan.periods else []),
+            grid(*pool_rows(plan)),
+            grid(*workload_rows(plan)),
+            *([grid(*period_rows(plan))] if plan.periods else []),
             "\n".join(summary_lines(plan)),
         ]
     )
 
 
-def _markdown_table(head: list[str], rows: list[list[str]]) -> str:
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured Markdown table."""
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out)
@@ -190,10 +193,10 @@ def to_markdown(plan: Plan) -> str:
             [
                 f"# fleetopt plan: {plan.name}",
                 "## Pools",
-                _markdown_table(*pool_rows(plan)),
+                markdown_table(*pool_rows(plan)),
                 "## Workloads",
-                _markdown_table(*workload_rows(plan)),
-                *(["## Periods", _markdown_table(*period_rows(plan))] if plan.periods else []),
+                markdown_table(*workload_rows(plan)),
+                *(["## Periods", markdown_table(*period_rows(plan))] if plan.periods else []),
                 "## Totals",
                 "\n".join(f"- {line}" for line in summary_lines(plan)),
             ]
@@ -214,14 +217,14 @@ def capacity_table(result) -> str:
             "request",
             f"{result.input_tokens:,.0f} input + {result.output_tokens:,.0f} output tokens",
         ),
-        ("requests/s", _num(result.requests_per_s, 2)),
-        ("prefill tokens/s", _num(result.prefill_tokens_per_s)),
-        ("output tokens/s", _num(result.output_tokens_per_s)),
-        ("output tokens/s per GPU", _num(result.output_tokens_per_s_per_gpu)),
-        ("concurrent sequences", _num(result.concurrent_sequences, 1)),
-        ("KV capacity, tokens", _num(result.kv_capacity_tokens)),
-        ("TTFT ms (idle replica)", _num(result.ttft_ms, 1)),
-        ("TPOT ms", _num(result.tpot_ms, 1)),
+        ("requests/s", fmt_number(result.requests_per_s, 2)),
+        ("prefill tokens/s", fmt_number(result.prefill_tokens_per_s)),
+        ("output tokens/s", fmt_number(result.output_tokens_per_s)),
+        ("output tokens/s per GPU", fmt_number(result.output_tokens_per_s_per_gpu)),
+        ("concurrent sequences", fmt_number(result.concurrent_sequences, 1)),
+        ("KV capacity, tokens", fmt_number(result.kv_capacity_tokens)),
+        ("TTFT ms (idle replica)", fmt_number(result.ttft_ms, 1)),
+        ("TPOT ms", fmt_number(result.tpot_ms, 1)),
         (
             "operating point",
             f"step {result.step_ms:.1f} ms, prefill chunk {result.chunk_tokens} tokens",
@@ -241,11 +244,11 @@ def compare_table(results) -> str:
         return "infeasible" if r.status == "infeasible" else value
 
     rows = [
-        ("$/h", lambda r: _num(r.cost_per_hour, 2)),
+        ("$/h", lambda r: fmt_number(r.cost_per_hour, 2)),
         ("GPUs", lambda r: ", ".join(f"{n} {g}" for g, n in sorted(r.gpus.items()))),
-        ("output tok/s per GPU", lambda r: _num(r.output_tokens_per_s_per_gpu)),
-        ("$ per M input tokens", lambda r: _num(r.cost_per_million_input_tokens, 4)),
-        ("$ per M output tokens", lambda r: _num(r.cost_per_million_output_tokens, 4)),
+        ("output tok/s per GPU", lambda r: fmt_number(r.output_tokens_per_s_per_gpu)),
+        ("$ per M input tokens", lambda r: fmt_number(r.cost_per_million_input_tokens, 4)),
+        ("$ per M output tokens", lambda r: fmt_number(r.cost_per_million_output_tokens, 4)),
         ("utilisation", lambda r: "-" if r.utilization is None else f"{r.utilization:.0%}"),
         ("status", lambda r: r.status),
     ]
@@ -254,4 +257,4 @@ def compare_table(results) -> str:
         [label, *(cell(r, fn(r)) if label != "status" else r.status for r in results)]
         for label, fn in rows
     ]
-    return _grid(head, body) + "\n\n" + "\n".join(f"- {line}" for line in explain(results))
+    return grid(head, body) + "\n\n" + "\n".join(f"- {line}" for line in explain(results))

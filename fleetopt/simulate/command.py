@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleetopt.cli import _instance, one_line_errors
+from fleetopt.command_support import load_checked_instance, one_line_errors
 from fleetopt.errors import InputError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def simulate_command(
     if assign is not None and trace is None:
         raise InputError("--class applies to --trace")
     plan = _plan(plan_file)
-    resolved = resolve(_instance(instance_file))
+    resolved = resolve(load_checked_instance(instance_file))
     requests = request_stream(plan, resolved, trace, assign, cv or 1.0, count, seed)
     report = simulate_plan(plan, resolved, requests, seed)
     click.echo(json.dumps(report, indent=2) if fmt == "json" else to_table(report))
@@ -87,9 +87,13 @@ def _plan(path: str) -> Plan:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON object expected, not {type(data).__name__}")
         return Plan.from_dict(data)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(
             f"{path}: not a fleetopt plan ({exc}); write one with `fleetopt solve --format json`"
         ) from None

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fleetopt.report.text import _grid, _num
+from fleetopt.report.text import fmt_number, grid
 
 
 def _ms(value: float | None) -> str:
-    return _num(value, 1)
+    return fmt_number(value, 1)
 
 
 def _share(value: float | None) -> str:
@@ -37,16 +37,16 @@ def workload_table(report: dict) -> str:
             [
                 w["name"],
                 f"{w['requests']:,}",
-                _num(w["requests_per_s"], 2),
-                _num(w["prefill_tokens_per_s"]),
-                _num(w["decode_tokens_per_s"]),
+                fmt_number(w["requests_per_s"], 2),
+                fmt_number(w["prefill_tokens_per_s"]),
+                fmt_number(w["decode_tokens_per_s"]),
                 _triple(w["ttft_ms"]),
                 _triple(w["tpot_ms"]),
                 _triple(w["e2e_ms"]),
                 met,
             ]
         )
-    return _grid(head, rows)
+    return grid(head, rows)
 
 
 def pool_table(report: dict) -> str:
@@ -72,14 +72,14 @@ def pool_table(report: dict) -> str:
             str(p["replicas"]),
             f"{_share(p['utilization'])} / {_share(p['planned_utilization'])}",
             f"{_ms(p['mean_step_ms'])} / {_ms(p['step_ms'])}",
-            _num(p["mean_batch"], 1),
-            f"{_num(p['queue_mean'], 2)} / {p['queue_max']}",
-            _num(p["prefill_tokens_per_s"]),
-            _num(p["decode_tokens_per_s"]),
+            fmt_number(p["mean_batch"], 1),
+            f"{fmt_number(p['queue_mean'], 2)} / {p['queue_max']}",
+            fmt_number(p["prefill_tokens_per_s"]),
+            fmt_number(p["decode_tokens_per_s"]),
         ]
         for p in report["pools"]
     ]
-    return _grid(head, rows)
+    return grid(head, rows)
 
 
 def versus_targets(report: dict) -> str:
@@ -103,21 +103,21 @@ def versus_targets(report: dict) -> str:
                     [
                         _ms(w["ttft_ms"]["p99"]),
                         _ms(w["predicted"]["ttft_ms"]),
-                        _num(slo.get("ttft_ms"), 0),
+                        fmt_number(slo.get("ttft_ms"), 0),
                     ]
                 ),
                 " / ".join(
                     [
                         _ms(w["tpot_ms"]["p99"]),
                         _ms(w["predicted"]["tpot_ms"]),
-                        _num(slo.get("tpot_ms"), 0),
+                        fmt_number(slo.get("tpot_ms"), 0),
                     ]
                 ),
                 _share(attained and attained["both"]),
                 f"{verdict} (p{slo['percentile']:g})" if slo else "-",
             ]
         )
-    return _grid(head, rows)
+    return grid(head, rows)
 
 
 def to_table(report: dict) -> str:

@@ -1,0 +1,114 @@
+"""What every command shares: errors as one line and an exit code (DESIGN §4: 2 bad input or
+usage, 3 infeasible), the instance loaded and checked against the catalog, output paths checked
+before any work is done. Command modules import from here, never from `fleetopt.cli`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from fleetopt.errors import FleetoptError, InputError
+
+if TYPE_CHECKING:
+    from fleetopt.instance import Instance
+
+
+def one_line_errors(func: Callable) -> Callable:
+    """Turn every fleetopt error into one line on stderr and its exit code (2 input, 3 infeasible);
+    a file that cannot be read or written is bad input too."""
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except FleetoptError as exc:
+            _fail(str(exc), exc.exit_code)
+        except BrokenPipeError:
+            raise  # `fleetopt catalog | head`: click quiets it
+        except OSError as exc:
+            _fail(describe_os_error(exc), InputError.exit_code)
+        except UnicodeDecodeError as exc:  # the readers that know the file name it; a fallback
+            _fail(f"an input file is not UTF-8 text ({exc.reason})", InputError.exit_code)
+
+    return wrapper
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`path: what went wrong`, naming a missing folder rather than the file inside it."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    folder = Path(exc.filename).parent
+    if isinstance(exc, FileNotFoundError) and not folder.is_dir():
+        return f"{exc.filename}: folder {folder} does not exist; create it or choose another path"
+    return f"{exc.filename}: {(exc.strerror or str(exc)).lower()}"
+
+
+def load_checked_instance(path: str) -> Instance:
+    """Load, validate and look up an instance; every error names the file."""
+    from fleetopt.catalog import resolve
+    from fleetopt.instance import load_instance
+
+    try:
+        instance = load_instance(path)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        resolve(instance)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return instance
+
+
+class OutputPath(click.Path):
+    """A file to write: its folder must exist, checked before the command does any work."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value, param, ctx):
+        path = super().convert(value, param, ctx)
+        folder = Path(path).parent
+        if not folder.is_dir():
+            self.fail(f"folder {str(folder)!r} of {str(path)!r} does not exist", param, ctx)
+        return path
+
+
+class OneLineGroup(click.Group):
+    """A command group whose usage errors (unknown option, bad value, missing argument, unknown
+    command) are one line, `error: <message> (see fleetopt CMD --help)`, with exit code 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        with _one_line_click_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx):
+        with _one_line_click_errors():
+            return one_line_errors(super().invoke)(ctx)
+
+
+@contextmanager
+def _one_line_click_errors() -> Iterator[None]:
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise  # `fleetopt` alone prints the help
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "fleetopt"
+        _fail(f"{_one_line(exc.format_message())} (see {where} --help)", exc.exit_code)
+    except click.ClickException as exc:
+        _fail(_one_line(exc.format_message()), exc.exit_code)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
