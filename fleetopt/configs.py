@@ -12,11 +12,14 @@ from dataclasses import dataclass, field, replace
 from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Profile, Workload
 from fleetopt.perf.operating_point import (
+    BATCH,
+    KV,
     PROFILE,
     Blocker,
     Limits,
     OperatingPoint,
     RequestShape,
+    admission_headroom,
     capacity,
     ineligibility,
     latency,
@@ -140,6 +143,11 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
         mine = [c for c in classes if c.model == model_name]
         if not mine:
             continue
+        if "prefill" in roles:
+            floor = _slowest_decode_network(model, resolved, limits)
+            mine = [
+                replace(c, shape=replace(c.shape, decode_network_bytes_per_s=floor)) for c in mine
+            ]
         for gpu_name, gpu in resolved.gpus.items():
             tps = sorted(
                 set(instance.serving.tensor_parallel)
@@ -180,6 +188,19 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
                     ):
                         configs += _analytic_configs(replica, op, mine, limits, rejections)
     return ConfigSet(classes, drop_dominated(configs), rejections)
+
+
+def _slowest_decode_network(model: Model, resolved: Resolved, limits: Limits) -> float | None:
+    """Scale-out bandwidth of the slowest replica that could decode the model."""
+    rates = [
+        replica.kv_transfer_bytes_per_s
+        for gpu in resolved.gpus.values()
+        for tp in resolved.instance.serving.tensor_parallel
+        if valid_tensor_parallel(model, gpu, tp) is None
+        and (replica := Replica(model, gpu, tp)).kv_capacity_bytes(limits.gpu_memory_utilization)
+        > 0
+    ]
+    return min(rates, default=None)
 
 
 def drop_dominated(configs: list[Config]) -> list[Config]:
@@ -277,6 +298,9 @@ def _analytic_configs(
         shapes = [by_name[name].shape for name in members]
         if op.does_prefill:
             config.queue = queue_curve(replica, op, shapes, limits)
+        if op.does_decode:
+            headroom = admission_headroom(replica, op, shapes, limits)
+            config.capacity = {**caps, BATCH: caps[BATCH] * headroom, KV: caps[KV] * headroom}
         for name in members:
             shape = by_name[name].shape
             config.usage[name] = usage(replica, op, shape)

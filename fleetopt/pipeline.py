@@ -36,6 +36,11 @@ def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
         raise FleetoptError(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
         )
+    if data.maximize_throughput and pyo.value(model.alpha) <= 1e-9:
+        raise InfeasibleError(
+            f"infeasible: the budget of {data.budget_per_hour:,.2f} $/h (objective.budget_per_hour) "
+            "buys no fleet that serves any of the demand within its targets; raise the budget"
+        )
     periods, schedule = period_schedule(instance)
     tiered = instance.demand_profile is not None or instance.pricing is not None
     plan = extract_plan(

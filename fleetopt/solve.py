@@ -46,6 +46,9 @@ def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
     if options.time_limit is not None:
         kwargs["time_limit"] = options.time_limit
     kwargs["threads"] = options.threads
+    # HiGHS keeps one thread scheduler per process; a solve asking for another thread count
+    # than the last one fails unless the scheduler is reset first.
+    highspy.Highs.resetGlobalScheduler(True)
     start = time.perf_counter()
     result = solver.solve(model, **kwargs)
     seconds = time.perf_counter() - start

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from fleetopt.catalog import Resolved
 from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
-from fleetopt.perf.operating_point import OperatingPoint, queue_curve
+from fleetopt.perf.operating_point import OperatingPoint, admission_headroom, queue_curve
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.replica import Replica
 from fleetopt.plan import PeriodPlan, Plan, PoolPlan
@@ -67,15 +67,35 @@ def _check_period(period: PeriodPlan, scale: float, resolved: Resolved) -> list[
                 problems.append(
                     f"{name}: {phase} routes carry {served[name, phase]:.4g} of {want:.4g} req/s"
                 )
+    networks = _decode_networks(period, loads, resolved)
     for index, pool in enumerate(period.pools):
         problems += [
-            f"pool {index} ({_label(pool)}): {p}" for p in _check_pool(pool, loads[index], resolved)
+            f"pool {index} ({_label(pool)}): {p}"
+            for p in _check_pool(pool, loads[index], resolved, networks)
         ]
     return problems + _check_gpus(period, resolved)
 
 
+def _decode_networks(
+    period: PeriodPlan, loads: dict[int, list[tuple[RequestClass, float]]], resolved: Resolved
+) -> dict[str, list[float]]:
+    """Per class, the scale-out bandwidth of every decode pool it is routed to."""
+    networks: dict[str, list[float]] = defaultdict(list)
+    for index, pool in enumerate(period.pools):
+        if pool.role != "decode" or pool.measured:
+            continue
+        model, gpu = resolved.models[pool.model], resolved.gpus[pool.gpu]
+        bandwidth = Replica(model, gpu, pool.tensor_parallel).kv_transfer_bytes_per_s
+        for cls, _ in loads[index]:
+            networks[cls.name].append(bandwidth)
+    return networks
+
+
 def _check_pool(
-    pool: PoolPlan, load: list[tuple[RequestClass, float]], resolved: Resolved
+    pool: PoolPlan,
+    load: list[tuple[RequestClass, float]],
+    resolved: Resolved,
+    decode_networks: dict[str, list[float]],
 ) -> list[str]:
     if pool.gpus != pool.replicas * pool.tensor_parallel:
         return [f"{pool.gpus} GPUs for {pool.replicas} replicas of tp{pool.tensor_parallel}"]
@@ -106,13 +126,17 @@ def _check_pool(
                 f"{cls.name}: step {tau * 1e3:.2f} ms > TPOT target {s.tpot_s * 1e3:.2f} ms"
             )
         if does_prefill and s.ttft_s is not None:
-            ttft = replica.chunked_prefill_steps(s.input_tail, chunk) * tau
+            # the step in progress, then the prompt's own steps, then the KV transfer to the
+            # slowest decode pool the class is routed to
+            ttft = (replica.chunked_prefill_steps(s.input_tail, chunk) + 1) * tau
             if pool.role == "prefill":
-                ttft += replica.kv_transfer_s(s.input_tail)
+                receivers = [replica.kv_transfer_bytes_per_s, *decode_networks.get(cls.name, [])]
+                ttft += s.input_tail * replica.kv_bytes_per_token / min(receivers)
             if ttft > s.ttft_s * (1 + REL_TOL):
                 problems.append(
                     f"{cls.name}: TTFT {ttft * 1e3:.0f} ms > target {s.ttft_s * 1e3:.0f} ms"
                 )
+    op = OperatingPoint(pool.role, tau, chunk)
     if does_prefill:
         # The pool's prompt compute against what x replicas carry with every routed class's TTFT
         # percentile held (Erlang C with pooling, perf/queueing.py).
@@ -120,7 +144,6 @@ def _check_pool(
             r * c.shape.input_mean * replica.prefill_s_per_token(c.shape.input_mean)
             for c, r in load
         )
-        op = OperatingPoint(pool.role, tau, chunk)
         curve = queue_curve(replica, op, [c.shape for c, _ in load], limits)
         allowed = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
         if busy > allowed * curve.load(x) * (1 + REL_TOL):
@@ -132,12 +155,16 @@ def _check_pool(
     if does_decode:
         seqs = sum(r * c.shape.output_mean * tau for c, r in load) / x
         context = sum(r * c.shape.output_mean * tau * c.shape.decode_context for c, r in load) / x
-        if seqs > limits.max_num_seqs * (1 + REL_TOL):
+        # Slots and KV with the admission headroom of the routed classes (Erlang C on slots).
+        headroom = admission_headroom(replica, op, [c.shape for c, _ in load], limits)
+        if seqs > headroom * limits.max_num_seqs * (1 + REL_TOL):
             problems.append(
-                f"{seqs:.1f} sequences per replica > max_num_seqs {limits.max_num_seqs}"
+                f"{seqs:.1f} sequences per replica > {headroom:.0%} of max_num_seqs {limits.max_num_seqs}"
             )
-        if context > kv_tokens * (1 + REL_TOL):
-            problems.append(f"{context:,.0f} KV tokens per replica > capacity {kv_tokens:,.0f}")
+        if context > headroom * kv_tokens * (1 + REL_TOL):
+            problems.append(
+                f"{context:,.0f} KV tokens per replica > {headroom:.0%} of {kv_tokens:,.0f}"
+            )
     step = replica.step_s(
         decode_seqs=seqs,
         decode_context_tokens=context,

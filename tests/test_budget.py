@@ -32,15 +32,6 @@ from fleetopt.verify import verify
 
 GAP = 1e-4
 
-# Budget mode without `pricing` crashes while building the model: `_replica_bound` computes
-# `min(1.0, *())` = `min(1.0)` -> TypeError: 'float' object is not iterable
-# (fleetopt/formulation/model.py, `_replica_bound`).
-BUDGET_CRASH = pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="bug: maximize throughput without pricing: min(1.0, *()) in _replica_bound",
-)
-
 # A carries 2 req/s for 1.00 $/h, B carries 5 req/s for 2.20 $/h (as in test_known_optima).
 PRICES = {"a10g": 1.00, "a100-80gb": 2.20}
 MU = {"a10g": {"chat": 2.0}, "a100-80gb": {"chat": 5.0}}
@@ -92,7 +83,6 @@ def _check_plan(plan, data: dict, budget: float) -> None:
 HAND = {1.00: 2 / 7, 2.20: 5 / 7, 3.20: 1.0, 4.00: 8 / 7, 5.50: 12 / 7, 9.90: 22 / 7}
 
 
-@BUDGET_CRASH
 @pytest.mark.parametrize("budget", list(HAND))
 def test_one_class_two_types_known_alpha(budget):
     expected = _brute_alpha_one_class(budget)
@@ -124,7 +114,6 @@ def _several(prices: dict[str, float], budget: float) -> dict:
     return data
 
 
-@BUDGET_CRASH
 def test_several_classes_one_type_by_hand():
     data = _several({"a10g": 1.00}, 7.5)
     plan = solve(data)
@@ -133,7 +122,6 @@ def test_several_classes_one_type_by_hand():
     _check_plan(plan, data, 7.5)
 
 
-@BUDGET_CRASH
 @pytest.mark.parametrize("budget", [2.5, 4.0, 6.3, 8.8])
 def test_several_classes_two_types_brute_force(budget):
     # A is relatively better at short (4/6 > 1/4): the LP routes short to A, long to B first.
@@ -148,7 +136,6 @@ def test_several_classes_two_types_brute_force(budget):
     _check_plan(plan, data, budget)
 
 
-@BUDGET_CRASH
 def test_larger_budget_never_lowers_alpha_measured():
     budgets = [1.0, 1.9, 2.2, 3.0, 3.2, 4.4, 5.0, 6.6, 8.0]
     alphas = []
@@ -161,7 +148,6 @@ def test_larger_budget_never_lowers_alpha_measured():
     assert alphas[-1] > alphas[0]
 
 
-@BUDGET_CRASH
 def test_larger_budget_never_lowers_alpha_analytic():
     base = analytic_instance(
         ["l4", "l40s"],
@@ -208,7 +194,6 @@ def _run(tmp_path, data: dict, *args: str):
     return CliRunner().invoke(main, ["solve", str(path), *args])
 
 
-@BUDGET_CRASH
 def test_cli_budget_equals_yaml_objective(tmp_path):
     by_flag = _run(tmp_path, _one_class(), "--budget", "5.5", "--format", "json")
     by_yaml = _run(tmp_path, _one_class(5.5), "--format", "json")
@@ -224,11 +209,6 @@ def test_cli_budget_equals_yaml_objective(tmp_path):
     assert a["cost_per_hour"] <= 5.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a budget below the price of one replica returns an empty fleet serving "
-    "alpha = 0 with exit 0 (and, without pricing, first crashes with the TypeError above)",
-)
 @pytest.mark.parametrize("where", ["flag", "yaml"])
 def test_budget_too_small_for_one_replica_is_exit_3(tmp_path, where):
     # The cheapest replica costs 1.00 $/h (one a10g); 0.50 $/h buys nothing.

@@ -78,7 +78,7 @@ def _replica_bound(data: ProgramData, k: int, t: int) -> int | None:
     config = data.configs[k]
     if data.maximize_throughput:
         price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
-        cheapest = price * min(1.0, *(_factors(data)))
+        cheapest = price * min((1.0, *_factors(data)))
         return math.floor(
             data.budget_per_hour * data.total_hours / data.periods[t].hours / (cheapest * config.tp)
         )

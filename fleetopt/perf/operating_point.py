@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve, pool_curve
+from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve, max_load, pool_curve
 from fleetopt.perf.replica import Replica
 
 PREFILL = "prefill_compute"
@@ -51,6 +51,9 @@ class RequestShape:
     tpot_s: float | None
     miss_share: float = 0.01
     """Share of requests allowed to miss the targets: 1 − percentile/100."""
+    decode_network_bytes_per_s: float | None = None
+    """Slowest scale-out bandwidth of a decode replica the class may be sent to: prefill and
+    decode pools are chosen independently, so a prefill pool's TTFT assumes the slowest."""
     input_longest: float = 0.0
     output_longest: float = 0.0
     """The longest lengths stated (max where given): every replica a class is routed to must
@@ -59,6 +62,12 @@ class RequestShape:
     def longest_sequence(self, decodes: bool) -> float:
         prompt = max(self.input_longest, self.input_tail)
         return prompt + (max(self.output_longest, self.output_tail) if decodes else 0.0)
+
+    @property
+    def reserved_tokens(self) -> float:
+        """KV a sequence holds from admission to its end: its prompt and its whole output,
+        reserved up front so a running sequence is never preempted."""
+        return self.input_mean + self.output_mean
 
     @property
     def decode_context(self) -> float:
@@ -146,13 +155,17 @@ class Latency:
 
 
 def latency(replica: Replica, op: OperatingPoint, shape: RequestShape) -> Latency:
-    """TTFT and TPOT of a tail-length request at the point, queueing excluded."""
+    """TTFT and TPOT of a tail-length request at the point, queueing excluded. A prompt that
+    arrives mid-step waits for that step to end before its first chunk runs: one step more."""
     ttft = tpot = None
     if op.does_prefill:
         steps = replica.chunked_prefill_steps(shape.input_tail, op.chunk_tokens)
-        ttft = steps * op.step_s
+        ttft = (steps + 1) * op.step_s
         if op.role == "prefill":
-            ttft += replica.kv_transfer_s(shape.input_tail)
+            bandwidth = min(
+                replica.kv_transfer_bytes_per_s, shape.decode_network_bytes_per_s or math.inf
+            )
+            ttft += shape.input_tail * replica.kv_bytes_per_token / bandwidth
     if op.does_decode:
         tpot = op.step_s
     return Latency(ttft, tpot)
@@ -241,6 +254,29 @@ def wait_budget_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> 
     if shape.ttft_s is None:
         return None
     return shape.ttft_s - latency(replica, op, shape).ttft_s
+
+
+def admission_headroom(
+    replica: Replica, op: OperatingPoint, shapes: list[RequestShape], limits: Limits
+) -> float:
+    """Share of a replica's batch slots and KV cache that sequences may fill on average.
+
+    Each slot is a server and a sequence holds one for its whole decode, so admission is an
+    M/M/S queue (S slots, service = the output's steps); requests should not wait more than
+    one step for a slot beyond the miss share. Erlang C gives the largest mean occupancy
+    (perf/queueing.py); with S in the hundreds it is ~85–90%, with a few dozen long-context
+    sequences much less. The least of the classes' slot counts and outputs is used (the mix is
+    unknown here). Classes without latency targets may wait for a slot: no headroom for them."""
+    shapes = [s for s in shapes if s.ttft_s is not None or s.tpot_s is not None]
+    if not shapes:
+        return 1.0
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    slots = min(limits.max_num_seqs, *(int(kv_tokens // s.reserved_tokens) for s in shapes))
+    longest = max(s.output_mean for s in shapes)
+    tail = min(s.miss_share for s in shapes)
+    if slots < 1:
+        return 0.0
+    return max_load(slots, 1 / longest, tail) / slots
 
 
 def queue_curve(

@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetopt.perf.operating_point import (
+    BATCH,
+    KV,
     PREFILL,
     Limits,
     OperatingPoint,
     RequestShape,
+    admission_headroom,
     capacity,
     ineligibility,
     max_rate,
@@ -37,6 +40,9 @@ class Throughput:
 TTFT_SHARES = (0.8, 0.5, 0.25)
 """A colocated point may spend these shares of a class's TTFT on prefill steps; the rest is
 left for queueing. Shorter steps leave more time to queue but carry less decode."""
+SHORTER_STEPS = (1.0, 0.8, 0.64, 0.5)
+"""Steps below the best one are offered too: a shorter step runs more prefill chunks per second
+and leaves more of the TTFT to queue, which a prefill-heavy class may need more than decode."""
 
 
 def candidate_points(
@@ -53,12 +59,11 @@ def candidate_points(
         step = throughput_step_s(replica, role, chunk, shape, limits)
         if shape.tpot_s is not None:
             step = min(step, shape.tpot_s)
+        candidates = {step * f for f in SHORTER_STEPS} if role == "colocated" else {step}
         if role == "colocated" and shape.ttft_s is not None:
             steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
-            shortened = {min(step, share * shape.ttft_s / steps) for share in TTFT_SHARES}
-            points += [OperatingPoint(role, s, chunk) for s in sorted(shortened)]
-        else:
-            points.append(OperatingPoint(role, step, chunk))
+            candidates |= {min(step, share * shape.ttft_s / steps) for share in TTFT_SHARES}
+        points += [OperatingPoint(role, s, chunk) for s in sorted(candidates)]
     return points
 
 
@@ -73,6 +78,10 @@ def best_throughput(
             continue
         if op.does_prefill:  # one replica alone: no pooling to absorb the queue
             caps[PREFILL] *= queue_curve(replica, op, [shape], limits).load(1)
+        if op.does_decode:  # and the slots it keeps free so admission does not queue
+            headroom = admission_headroom(replica, op, [shape], limits)
+            caps[BATCH] *= headroom
+            caps[KV] *= headroom
         rate, binding = max_rate(caps, usage(replica, op, shape))
         if best is None or rate > best.requests_per_s:
             best = Throughput(rate, op, binding)
