@@ -7,6 +7,7 @@ variable for it, and the reason is kept for the infeasibility explanation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from fleetopt.catalog import Gpu, Model, Resolved
@@ -284,7 +285,7 @@ def _analytic_configs(
         if blocker is not None:
             rejections[c.name].append(Rejection(base.key, blocker.kind, blocker.message))
             continue
-        budgets[c.name] = budget
+        budgets[c.name] = None if budget is None else _level(budget)
     by_name = {c.name: c for c in classes}
     levels = sorted({b for b in budgets.values() if b is not None}) or [None]
     if None in budgets.values() and levels != [None]:
@@ -309,6 +310,17 @@ def _analytic_configs(
             config.tpot_s[name] = lat.tpot_s
         configs.append(config)
     return configs
+
+
+LEVEL_GRID = 1.25
+"""Wait budgets are rounded down to powers of 1.25 ms before they become queueing levels:
+conservative (a class queues against a budget a little smaller than its own), and classes
+with nearby budgets share one level instead of each adding a config."""
+
+
+def _level(budget_s: float) -> float:
+    k = math.floor(math.log(budget_s * 1e3) / math.log(LEVEL_GRID) + 1e-9)
+    return LEVEL_GRID**k / 1e3
 
 
 def _admits(level: float | None, budget: float | None) -> bool:

@@ -265,8 +265,9 @@ class Serving(Strict):
     """Serving modes allowed: colocated (chunked prefill) and/or disaggregated pools."""
     tensor_parallel: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
     """Tensor-parallel sizes to consider."""
-    max_prefill_utilization: float = Field(0.8, gt=0, le=1)
-    """Cap on the busy share of prefill capacity (a stand-in for queueing delay)."""
+    max_prefill_utilization: float = Field(0.95, gt=0, le=1)
+    """Ceiling on the busy share of prefill capacity, on top of the queueing model (which keeps
+    small pools well below it): headroom for what the model does not see."""
     max_num_seqs: int = Field(256, ge=1)
     """Engine limit on sequences in one decode batch (vLLM max_num_seqs)."""
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)

@@ -6,6 +6,7 @@ prediction compared with a measurement tests exactly what the planner would rely
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fleetopt.perf.operating_point import (
@@ -45,13 +46,24 @@ SHORTER_STEPS = (1.0, 0.8, 0.64, 0.5)
 and leaves more of the TTFT to queue, which a prefill-heavy class may need more than decode."""
 
 
+STEP_GRID = 1.1
+"""The shorter steps are rounded down to powers of 1.1 ms (the class's own best step stays
+exact). A shorter step meets every target the exact one meets, and classes with nearby targets
+then share points instead of multiplying them."""
+
+
+def snap_down(step_s: float) -> float:
+    """The largest grid step (1.1^k ms) at or below this one; exact grid values stay."""
+    k = math.floor(math.log(step_s * 1e3) / math.log(STEP_GRID) + 1e-9)
+    return STEP_GRID**k / 1e3
+
+
 def candidate_points(
     replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
 ) -> list[OperatingPoint]:
     """Prefill: one point per chunk. Decode / colocated: per chunk, the step of the class's best
-    throughput, shortened to its TPOT target and, colocated, to the step that spends a share
-    of its TTFT on prefill steps (TTFT_SHARES). The rate rises with the step up to the best
-    throughput and falls after it, so within the targets these are the class's best points."""
+    throughput cut to its TPOT target; colocated, also shorter steps (SHORTER_STEPS) and the
+    steps that spend a share of its TTFT on prefill chunks (TTFT_SHARES), on the STEP_GRID."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
     points = []
@@ -59,10 +71,11 @@ def candidate_points(
         step = throughput_step_s(replica, role, chunk, shape, limits)
         if shape.tpot_s is not None:
             step = min(step, shape.tpot_s)
-        candidates = {step * f for f in SHORTER_STEPS} if role == "colocated" else {step}
+        shorter = {step * f for f in SHORTER_STEPS[1:]} if role == "colocated" else set()
         if role == "colocated" and shape.ttft_s is not None:
             steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
-            candidates |= {min(step, share * shape.ttft_s / steps) for share in TTFT_SHARES}
+            shorter |= {min(step, share * shape.ttft_s / steps) for share in TTFT_SHARES}
+        candidates = {step} | {snap_down(s) for s in shorter}
         points += [OperatingPoint(role, s, chunk) for s in sorted(candidates)]
     return points
 
