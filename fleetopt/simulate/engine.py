@@ -190,7 +190,7 @@ class BatchReplica(_Engine):
 
     __slots__ = (
         "admitted",
-        "chunk",
+        "chunk_compute_s",
         "completing",
         "ctx",
         "finishing",
@@ -208,13 +208,13 @@ class BatchReplica(_Engine):
         model: StepModel,
         kv_tokens: float,
         max_seqs: int,
-        chunk: int,
+        chunk_compute_s: float,
         prefills: bool,
         ledger: Ledger,
         clock: Clock,
     ) -> None:
         super().__init__(model, ledger, clock)
-        self.max_seqs, self.chunk, self.prefills = max_seqs, chunk, prefills
+        self.max_seqs, self.chunk_compute_s, self.prefills = max_seqs, chunk_compute_s, prefills
         self.free_kv = kv_tokens
         self.waiting: deque[int] = deque()  # not yet admitted
         self.prefilling: deque[int] = deque()  # admitted, prompt not yet complete (colocated)
@@ -296,20 +296,9 @@ class BatchReplica(_Engine):
         compute = 0.0
         prefilling = self.prefilling
         if prefilling:
-            budget = self.chunk
-            left, per_token = self.ledger.prompt_left, self.ledger.prefill_s_per_token
-            for rid in prefilling:
-                need = left[rid]
-                take = need if need < budget else budget
-                left[rid] = need - take
-                tokens += take
-                compute += take * per_token[rid]
-                prompts += 1
-                if take == need:
-                    self.completing.append(rid)
-                budget -= take
-                if not budget:
-                    break
+            tokens, compute, prompts = take_prompts(
+                prefilling, self.ledger, self.chunk_compute_s, self.completing
+            )
             self.backlog -= tokens
         n = self.n
         if not n and not tokens:
@@ -321,23 +310,23 @@ class BatchReplica(_Engine):
 
 
 class PrefillReplica(_Engine):
-    """A prefill replica of a disaggregated pool: whole prompts, first come first served, batched
-    up to `chunk` tokens per step (a longer prompt alone). A finished prompt goes to `done`,
-    which starts its KV transfer. Its KV lives only until then: not bounded here (one step's
-    prompts always fit — the planner checked the longest)."""
+    """A prefill replica of a disaggregated pool: prompts first come first served, each step
+    giving them the chunk's compute (a long prompt spans steps, short ones share one). A
+    finished prompt goes to `done`, which starts its KV transfer. Its KV lives only until then:
+    not bounded here (the planner checked the longest prompt fits)."""
 
-    __slots__ = ("batch", "chunk", "done", "queue")
+    __slots__ = ("batch", "chunk_compute_s", "done", "queue")
 
     def __init__(
         self,
         model: StepModel,
-        chunk: int,
+        chunk_compute_s: float,
         ledger: Ledger,
         clock: Clock,
         done: Callable[[float, int], None],
     ) -> None:
         super().__init__(model, ledger, clock)
-        self.chunk, self.done = chunk, done
+        self.chunk_compute_s, self.done = chunk_compute_s, done
         self.queue: deque[int] = deque()
         self.batch: list[int] = []
 
@@ -354,21 +343,44 @@ class PrefillReplica(_Engine):
 
     def _start(self, now: float) -> None:
         queue = self.queue
+        self.batch = []
         if not queue:
             self.busy = False
-            self.batch = []
             return
-        lengths, per_token = self.ledger.input_tokens, self.ledger.prefill_s_per_token
-        rid = queue.popleft()
-        batch = [rid]
-        tokens = lengths[rid]
-        compute = tokens * per_token[rid]
-        while queue and tokens + lengths[queue[0]] <= self.chunk:
-            rid = queue.popleft()
-            batch.append(rid)
-            tokens += lengths[rid]
-            compute += lengths[rid] * per_token[rid]
-        self.batch = batch
+        tokens, compute, prompts = take_prompts(
+            queue, self.ledger, self.chunk_compute_s, self.batch
+        )
+        for _ in self.batch:
+            queue.popleft()
         self.backlog -= tokens
-        self.batch_seqs += len(batch)
+        self.batch_seqs += prompts
         self._run_step(now, 0, 0, tokens, compute, len(queue))
+
+
+def take_prompts(
+    prompts: deque[int], ledger: Ledger, budget_s: float, completed: list[int]
+) -> tuple[int, float, int]:
+    """Fill one step's prefill compute budget from the prompts in order: whole prompts while they
+    fit, then part of the next. Completed prompts are appended to `completed`. Returns the tokens
+    taken, their compute and how many prompts the step touches."""
+    left, per_token = ledger.prompt_left, ledger.prefill_s_per_token
+    tokens = touched = 0
+    compute = 0.0
+    for rid in prompts:
+        need, cost = left[rid], per_token[rid]
+        take = min(need, int(budget_s / cost)) if cost > 0 else need
+        if take <= 0:
+            if touched == 0:  # never stall: one token at least
+                take = 1
+            else:
+                break
+        left[rid] = need - take
+        tokens += take
+        compute += take * cost
+        budget_s -= take * cost
+        touched += 1
+        if take == need:
+            completed.append(rid)
+        else:
+            break
+    return tokens, compute, touched

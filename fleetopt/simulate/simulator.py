@@ -162,10 +162,11 @@ class _Run:
         self.pools: list[list[BatchReplica | PrefillReplica]] = []
         for pool, replica in zip(self.plan.pools, self.perf, strict=True):
             model = StepModel.of(replica)
-            chunk = pool.chunk_tokens or 0
+            # the compute each step gives prompts: the chunk's, as the planner reserves it
+            budget = replica.chunk_compute_s(pool.chunk_tokens or 0)
             if pool.role == "prefill":
                 engines = [
-                    PrefillReplica(model, chunk, self.ledger, self.clock, self.prefilled)
+                    PrefillReplica(model, budget, self.ledger, self.clock, self.prefilled)
                     for _ in range(pool.replicas)
                 ]
             else:
@@ -174,7 +175,7 @@ class _Run:
                         model,
                         replica.kv_capacity_tokens(kv),
                         limits.max_num_seqs,
-                        chunk,
+                        budget,
                         pool.role == "colocated",
                         self.ledger,
                         self.clock,
