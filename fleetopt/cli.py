@@ -12,6 +12,7 @@ from fleetopt.command_support import (
     OutputPath,
     load_checked_instance,
     one_line_errors,
+    progress,
 )
 from fleetopt.errors import InputError
 from fleetopt.instance import json_schema
@@ -92,7 +93,8 @@ def solve(
     if budget is not None:
         objective = Objective(maximize="throughput", budget_per_hour=budget)
         instance = instance.model_copy(update={"objective": objective})
-    plan = plan_fleet(instance, SolveOptions(time_limit, mip_gap, threads, verbose))
+    with progress(f"solving {instance.name}...", enabled=not verbose):
+        plan = plan_fleet(instance, SolveOptions(time_limit, mip_gap, threads, verbose))
     render = {
         "table": to_table,
         "json": lambda p: p.to_json(),

@@ -4,7 +4,10 @@ before any work is done. Command modules import from here, never from `fleetopt.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -112,3 +115,34 @@ def _one_line_click_errors() -> Iterator[None]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+@contextmanager
+def progress(message: str, enabled: bool = True, every_s: float = 1.0) -> Iterator[None]:
+    """A one-line elapsed-time display on stderr while a long step runs, for a person at a
+    terminal: nothing when stderr is not a terminal (pipes, CI) or when disabled. It writes to
+    a duplicate of the terminal's descriptor, since the solver interface captures stderr."""
+    stream = sys.stderr
+    if not (enabled and stream.isatty()):
+        yield
+        return
+    terminal = os.dup(stream.fileno())
+    done = threading.Event()
+    start = time.monotonic()
+
+    def show(text: str) -> None:
+        os.write(terminal, text.encode("utf-8", "replace"))
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            show(f"\r{message} {time.monotonic() - start:,.0f} s")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+        show("\r" + " " * (len(message) + 12) + "\r")
+        os.close(terminal)

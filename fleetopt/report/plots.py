@@ -1,8 +1,7 @@
 """Plots of a plan, drawn with matplotlib's Agg backend (no display needed) as PNG bytes.
 
 Each plot is a function `Plan -> Figure | None` in PLOTS (None: nothing to show for this plan);
-a report renders them in order. The per-period fleet of a demand profile belongs here as one
-more such function, appended to PLOTS.
+a report renders them in order; the per-period fleet appears only for a demand profile.
 """
 
 from __future__ import annotations
@@ -135,10 +134,93 @@ def tokens_demand_vs_capacity(plan: Plan) -> Figure | None:
     return fig
 
 
+TIER_COLORS = {"reserved": "#4C72B0", "on-demand": "#DD8452", "spot": "#55A868", "GPUs": "#4C72B0"}
+
+
+def fleet_by_period(plan: Plan) -> Figure | None:
+    """GPUs in service per period, stacked by price tier (or by GPU type without tiers), with
+    the demand multiplier and the $/h of each period: where the fleet breathes with the day."""
+    if not plan.periods:
+        return None
+    periods = plan.periods
+    x = list(range(len(periods)))
+    fig, (ax, cost_ax) = plt.subplots(
+        2,
+        1,
+        figsize=(max(9.0, 0.38 * len(periods) + 3), 6.4),
+        sharex=True,
+        gridspec_kw={"height_ratios": [3, 1.3]},
+    )
+    fig.suptitle(f"Fleet by period — {plan.name}", fontweight="bold")
+    if plan.reserved_gpus is not None:
+        reserved = sum(plan.reserved_gpus.values())
+        layers = {
+            "reserved": [reserved] * len(periods),
+            "on-demand": [sum((p.on_demand_gpus or {}).values()) for p in periods],
+            "spot": [sum((p.spot_gpus or {}).values()) for p in periods],
+        }
+        colors = TIER_COLORS
+    else:
+        types = sorted({g for p in periods for g in p.gpus})
+        layers = {g: [p.gpus.get(g, 0) for p in periods] for g in types}
+        palette = plt.get_cmap("tab10")
+        colors = {g: palette(i) for i, g in enumerate(types)}
+    bottom = [0.0] * len(periods)
+    for name, values in layers.items():
+        ax.bar(x, values, bottom=bottom, color=colors[name], label=name, width=0.8)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_ylabel("GPUs in service")
+    demand = ax.twinx()
+    demand.plot(
+        x,
+        [p.multiplier for p in periods],
+        color="black",
+        marker="o",
+        lw=1.5,
+        label="demand (× stated)",
+    )
+    demand.set_ylabel("demand multiplier")
+    demand.set_ylim(0, max(p.multiplier for p in periods) * 1.15 or 1)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = demand.get_legend_handles_labels()
+    ax.legend(handles + more, labels + more_labels, loc="upper left", frameon=False, fontsize=9)
+    cost_ax.bar(x, [p.cost_per_hour for p in periods], color="#8172B3", width=0.8)
+    cost_ax.axhline(
+        plan.cost_per_hour,
+        color="black",
+        ls="--",
+        lw=1,
+        label=f"mean {plan.cost_per_hour:,.2f} $/h",
+    )
+    if plan.peak_sized_cost_per_hour is not None:
+        cost_ax.axhline(
+            plan.peak_sized_cost_per_hour,
+            color="#C44E52",
+            ls=":",
+            lw=1.5,
+            label=f"sized for the peak {plan.peak_sized_cost_per_hour:,.2f} $/h",
+        )
+    cost_ax.set_ylabel("$/h")
+    cost_ax.set_xlabel(
+        f"period ({periods[0].hours:g} h each)"
+        if len({p.hours for p in periods}) == 1
+        else "period"
+    )
+    cost_ax.legend(loc="upper left", frameon=False, fontsize=8)
+    for axis in (ax, cost_ax):
+        axis.spines[["top"]].set_visible(False)
+        axis.grid(axis="y", alpha=0.3)
+        axis.set_axisbelow(True)
+    cost_ax.set_xticks(x)
+    fig.tight_layout()
+    return fig
+
+
 PLOTS: list[tuple[str, Callable[[Plan], Figure | None]]] = [
     ("gpus-and-cost", gpus_and_cost),
     ("utilization", utilization),
     ("tokens", tokens_demand_vs_capacity),
+    ("fleet-by-period", fleet_by_period),
 ]
 """(file stem, plot) in report order."""
 

@@ -1,0 +1,43 @@
+"""The elapsed-time display of long solves: on a terminal only, and through captured stderr."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import sys
+import time
+
+from fleetopt.command_support import progress
+
+
+class _Terminal:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+def test_progress_ticks_on_a_terminal_even_while_stderr_is_captured(monkeypatch):
+    master, slave = pty.openpty()
+    monkeypatch.setattr(sys, "stderr", _Terminal(slave))
+    with progress("working...", every_s=0.05), open(os.devnull, "w") as captured:
+        monkeypatch.setattr(sys, "stderr", captured)  # as the solver interface does
+        time.sleep(0.3)
+    shown = ""
+    while select.select([master], [], [], 0.2)[0]:
+        shown += os.read(master, 4096).decode()
+    os.close(master)
+    os.close(slave)
+    assert "\rworking... 0 s" in shown
+    assert shown.endswith("\r")  # the line is cleared at the end
+
+
+def test_progress_is_silent_off_a_terminal(capsys):
+    with progress("working...", every_s=0.01):
+        time.sleep(0.05)
+    assert capsys.readouterr().err == ""
