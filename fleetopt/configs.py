@@ -13,20 +13,18 @@ from dataclasses import dataclass, field, replace
 from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Profile, Workload
 from fleetopt.perf.operating_point import (
-    BATCH,
-    KV,
     PROFILE,
     Blocker,
     Limits,
     OperatingPoint,
     RequestShape,
-    admission_headroom,
     capacity,
     ineligibility,
     latency,
     queue_curve,
     usage,
     wait_budget_s,
+    with_latency_margins,
 )
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve
@@ -64,6 +62,7 @@ def request_class(workload: Workload) -> RequestClass:
         ttft_s=slo.ttft_ms / 1e3 if slo and slo.ttft_ms else None,
         tpot_s=slo.tpot_ms / 1e3 if slo and slo.tpot_ms else None,
         miss_share=1 - percentile / 100,
+        output_shortest=workload.output.shortest,
         input_longest=workload.input.longest,
         output_longest=workload.output.longest,
     )
@@ -295,16 +294,23 @@ def _analytic_configs(
         members = [name for name, b in budgets.items() if _admits(level, b)]
         if not members:
             continue
-        config = replace(base, usage={}, ttft_s={}, tpot_s={}, wait_budget_s=level)
-        shapes = [by_name[name].shape for name in members]
+        shapes = {name: by_name[name].shape for name in members}
+        margins = with_latency_margins(
+            replica,
+            op,
+            shapes,
+            limits,
+            caps,
+            {n: usage(replica, op, sh) for n, sh in shapes.items()},
+        )
+        if margins is None:
+            continue
+        config = replace(
+            base, capacity=margins[0], usage=margins[1], ttft_s={}, tpot_s={}, wait_budget_s=level
+        )
         if op.does_prefill:
-            config.queue = queue_curve(replica, op, shapes, limits)
-        if op.does_decode:
-            headroom = admission_headroom(replica, op, shapes, limits)
-            config.capacity = {**caps, BATCH: caps[BATCH] * headroom, KV: caps[KV] * headroom}
-        for name in members:
-            shape = by_name[name].shape
-            config.usage[name] = usage(replica, op, shape)
+            config.queue = queue_curve(replica, op, list(shapes.values()), limits)
+        for name, shape in shapes.items():
             lat = latency(replica, op, shape)
             config.ttft_s[name] = lat.ttft_s
             config.tpot_s[name] = lat.tpot_s

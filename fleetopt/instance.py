@@ -30,6 +30,10 @@ class TokenDistribution(Strict):
 
     mean: Positive
     """Mean length, tokens: sizes throughput (tokens/s per request/s)."""
+    min: Positive | None = None
+    """Shortest length, tokens. Sets the TPOT of the shortest answers on a disaggregated decode
+    pool, where a sequence joins a step already running; absent with percentiles given = as
+    short as 2 tokens (1 for a prompt), absent with a plain mean = the mean."""
     p50: Positive | None = None
     """Median length, tokens; absent = not stated."""
     p90: Positive | None = None
@@ -42,12 +46,23 @@ class TokenDistribution(Strict):
 
     @model_validator(mode="after")
     def _ordered(self) -> TokenDistribution:
-        given = [v for v in (self.p50, self.p90, self.p99, self.max) if v is not None]
+        given = [v for v in (self.min, self.p50, self.p90, self.p99, self.max) if v is not None]
         if given != sorted(given):
-            raise ValueError("percentiles must not decrease: p50 <= p90 <= p99 <= max")
+            raise ValueError("percentiles must not decrease: min <= p50 <= p90 <= p99 <= max")
+        if self.min is not None and self.mean < self.min:
+            raise ValueError("mean must not be below min")
         if self.max is not None and self.mean > self.max:
             raise ValueError("mean must not exceed max")
         return self
+
+    @property
+    def shortest(self) -> float:
+        """The shortest length to plan for: min, else the mean for a plain mean, else 2 tokens
+        (a distribution with percentiles reaches down to a couple of tokens)."""
+        if self.min is not None:
+            return self.min
+        stated = (self.p50, self.p90, self.p99, self.max)
+        return self.mean if all(v is None for v in stated) else min(2.0, self.mean)
 
     @property
     def longest(self) -> float:

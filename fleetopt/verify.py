@@ -13,7 +13,14 @@ from collections import defaultdict
 
 from fleetopt.catalog import Resolved
 from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
-from fleetopt.perf.operating_point import OperatingPoint, admission_headroom, queue_curve
+from fleetopt.perf.operating_point import (
+    OperatingPoint,
+    RequestShape,
+    admission_headroom,
+    queue_curve,
+    step_quantile,
+    tpot_per_step,
+)
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.replica import Replica
 from fleetopt.plan import PeriodPlan, Plan, PoolPlan
@@ -121,9 +128,10 @@ def _check_pool(
         longest = s.longest_sequence(does_decode)
         if longest > kv_tokens:
             problems.append(f"{cls.name}: a {longest:,.0f}-token sequence exceeds the KV cache")
-        if does_decode and s.tpot_s is not None and tau > s.tpot_s * (1 + REL_TOL):
+        tpot = tau * tpot_per_step(pool.role, s)
+        if does_decode and s.tpot_s is not None and tpot > s.tpot_s * (1 + REL_TOL):
             problems.append(
-                f"{cls.name}: step {tau * 1e3:.2f} ms > TPOT target {s.tpot_s * 1e3:.2f} ms"
+                f"{cls.name}: TPOT {tpot * 1e3:.2f} ms > target {s.tpot_s * 1e3:.2f} ms"
             )
         if does_prefill and s.ttft_s is not None:
             # the step in progress, then the prompt's own steps, then the KV transfer to the
@@ -173,10 +181,44 @@ def _check_pool(
     )
     if step > tau * (1 + REL_TOL):
         problems.append(f"step {step * 1e3:.2f} ms > budget {tau * 1e3:.2f} ms")
+    z = step_quantile([c.shape for c, _ in load]) if does_decode else None
+    if z:
+        problems += _step_at_percentile(replica, chunk, tau, z, [(c.shape, r / x) for c, r in load])
     if pool.role in ("prefill", "decode"):
         sent = sum(r * c.shape.input_mean * replica.kv_bytes_per_token for c, r in load) / x
         if sent > replica.kv_transfer_bytes_per_s * (1 + REL_TOL):
             problems.append(f"KV transfer {sent / 1e9:.3g} GB/s per replica > network")
+    return problems
+
+
+def _step_at_percentile(
+    replica: Replica, chunk: int, tau: float, z: float, rates: list[tuple[RequestShape, float]]
+) -> list[str]:
+    """Both sides of the roofline at the TPOT percentile: with n_c = r_c·O_c·τ sequences of
+    per-step cost β_c in flight on a replica (a Poisson count), mean + z·σ of the batch's time
+    must fit what the step leaves it."""
+    reserve = replica.fixed_s + chunk * replica.allreduce_s_per_token
+    comm = replica.allreduce_s_per_token
+    sides = {
+        "compute": (
+            tau - reserve - replica.chunk_compute_s(chunk),
+            lambda s: replica.decode_compute_s_per_token(s.decode_context) + comm,
+        ),
+        "HBM bandwidth": (
+            tau - reserve - replica.weight_read_s,
+            lambda s: replica.decode_memory_s_per_token(s.decode_context) + comm,
+        ),
+    }
+    problems = []
+    for side, (left, cost) in sides.items():
+        seqs = [(r * s.output_mean * tau, cost(s)) for s, r in rates]
+        mean = sum(n * b for n, b in seqs)
+        spread = z * math.sqrt(sum(n * b * b for n, b in seqs))
+        if mean + spread > left * (1 + REL_TOL):
+            problems.append(
+                f"{side}: the batch at the TPOT percentile takes {(mean + spread) * 1e3:.2f} ms "
+                f"of the {left * 1e3:.2f} ms a step leaves it"
+            )
     return problems
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve, max_load, pool_curve
 from fleetopt.perf.replica import Replica
@@ -54,6 +55,8 @@ class RequestShape:
     decode_network_bytes_per_s: float | None = None
     """Slowest scale-out bandwidth of a decode replica the class may be sent to: prefill and
     decode pools are chosen independently, so a prefill pool's TTFT assumes the slowest."""
+    output_shortest: float = 2.0
+    """Shortest output to plan for: on a decode pool its TPOT carries the wait to join a step."""
     input_longest: float = 0.0
     output_longest: float = 0.0
     """The longest lengths stated (max where given): every replica a class is routed to must
@@ -167,8 +170,17 @@ def latency(replica: Replica, op: OperatingPoint, shape: RequestShape) -> Latenc
             )
             ttft += shape.input_tail * replica.kv_bytes_per_token / bandwidth
     if op.does_decode:
-        tpot = op.step_s
+        tpot = op.step_s * tpot_per_step(op.role, shape)
     return Latency(ttft, tpot)
+
+
+def tpot_per_step(role: str, shape: RequestShape) -> float:
+    """TPOT over the step time. On a decode pool a transferred sequence joins at the next step
+    boundary: up to one step more, spread over the O − 1 tokens after the first — worst for
+    the shortest output. Colocated, the first token ends a step and the next follows it."""
+    if role != "decode":
+        return 1.0
+    return 1 + 1 / (max(2.0, shape.output_shortest) - 1)
 
 
 @dataclass(frozen=True)
@@ -277,6 +289,52 @@ def admission_headroom(
     if slots < 1:
         return 0.0
     return max_load(slots, 1 / longest, tail) / slots
+
+
+def step_quantile(shapes: list[RequestShape]) -> float | None:
+    """z of the strictest TPOT percentile among the classes (None: no TPOT target to hold)."""
+    misses = [s.miss_share for s in shapes if s.tpot_s is not None]
+    return NormalDist().inv_cdf(1 - min(misses)) if misses else None
+
+
+def with_latency_margins(
+    replica: Replica,
+    op: OperatingPoint,
+    shapes: dict[str, RequestShape],
+    limits: Limits,
+    caps: dict[str, float],
+    usages: dict[str, dict[str, float]],
+) -> tuple[dict[str, float], dict[str, dict[str, float]]] | None:
+    """The point's capacities and usages with the margins that hold latency percentiles, not
+    only means (docs/latency.md); None if no margin leaves room to carry anything.
+
+    - Admission: batch slots and KV keep Erlang C headroom (`admission_headroom`).
+    - TPOT: sequences in flight fluctuate around their Little's-law mean n like a Poisson count,
+      so a step's batch-dependent time Σ n_c·β_c has variance Σ n_c·β_c². The step must fit τ
+      at the class percentile: Σ n_c·β_c + z·√(Σ n_c·β_c²) ≤ S, S the step time left for the
+      batch. √v ≤ (v + v0)/(2√v0) for any v0 > 0 turns it into a linear row; with v0 = S·β_max
+      (the variance of a full batch of the costliest class), every β_c grows by z·β_c/(2√v0)
+      and S shrinks by z·√v0/2, on both sides of the roofline."""
+    caps = dict(caps)
+    usages = {name: dict(use) for name, use in usages.items()}
+    if not op.does_decode:
+        return caps, usages
+    headroom = admission_headroom(replica, op, list(shapes.values()), limits)
+    caps[BATCH] *= headroom
+    caps[KV] *= headroom
+    z = step_quantile(list(shapes.values()))
+    if z is None or z <= 0:
+        return caps, usages
+    for resource in (DECODE_COMPUTE, DECODE_MEMORY):
+        budget = caps[resource] * op.step_s  # S: step time left for the batch
+        beta = {n: usages[n][resource] / shapes[n].output_mean for n in usages}
+        root = math.sqrt(budget * max(beta.values()))
+        caps[resource] -= z * root / (2 * op.step_s)
+        if caps[resource] <= 0:
+            return None
+        for name in usages:
+            usages[name][resource] *= 1 + z * beta[name] / (2 * root)
+    return caps, usages
 
 
 def queue_curve(

@@ -10,20 +10,19 @@ import math
 from dataclasses import dataclass
 
 from fleetopt.perf.operating_point import (
-    BATCH,
-    KV,
     PREFILL,
     Limits,
     OperatingPoint,
     RequestShape,
-    admission_headroom,
     capacity,
     ineligibility,
     max_rate,
     prefill_step_s,
     queue_curve,
     throughput_step_s,
+    tpot_per_step,
     usage,
+    with_latency_margins,
 )
 from fleetopt.perf.replica import Replica
 
@@ -70,7 +69,7 @@ def candidate_points(
     for chunk in [0] if role == "decode" else sorted(set(chunks)):
         step = throughput_step_s(replica, role, chunk, shape, limits)
         if shape.tpot_s is not None:
-            step = min(step, shape.tpot_s)
+            step = min(step, shape.tpot_s / tpot_per_step(role, shape))
         shorter = {step * f for f in SHORTER_STEPS[1:]} if role == "colocated" else set()
         if role == "colocated" and shape.ttft_s is not None:
             steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
@@ -89,13 +88,15 @@ def best_throughput(
         caps = capacity(replica, op, limits)
         if not caps or ineligibility(replica, op, shape, limits) is not None:
             continue
+        margins = with_latency_margins(
+            replica, op, {"class": shape}, limits, caps, {"class": usage(replica, op, shape)}
+        )
+        if margins is None:
+            continue
+        caps, use = margins[0], margins[1]["class"]
         if op.does_prefill:  # one replica alone: no pooling to absorb the queue
             caps[PREFILL] *= queue_curve(replica, op, [shape], limits).load(1)
-        if op.does_decode:  # and the slots it keeps free so admission does not queue
-            headroom = admission_headroom(replica, op, [shape], limits)
-            caps[BATCH] *= headroom
-            caps[KV] *= headroom
-        rate, binding = max_rate(caps, usage(replica, op, shape))
+        rate, binding = max_rate(caps, use)
         if best is None or rate > best.requests_per_s:
             best = Throughput(rate, op, binding)
     return best

@@ -1,7 +1,7 @@
 """Sample token lengths that match a class's stated mean and percentiles.
 
 A class states its lengths as a mean, or as {mean, p50, p90, p99, max}. The sampler is a
-piecewise quantile function through the stated points — (0, 1 token), (0.5, p50), (0.9, p90),
+piecewise quantile function through the stated points — (0, min or 1 token), (0.5, p50), (0.9, p90),
 (0.99, p99), (1, longest) — where `longest` is `max`, else the highest percentile given, so a
 sample never exceeds what the planner checked against the KV cache. Between two knots the
 quantile rises as v_i + (v_{i+1} − v_i)·s^γ (s the position inside the segment, 0..1). One
@@ -54,7 +54,7 @@ def sampler_for(dist: TokenDistribution) -> LengthSampler:
     given = [(q, v) for q, v in ((0.5, dist.p50), (0.9, dist.p90), (0.99, dist.p99)) if v]
     if not given and dist.max is None:
         return LengthSampler(np.array([1.0]), np.array([dist.mean]), 1.0)
-    knots = [(0.0, min(1.0, dist.mean)), *given, (1.0, dist.longest)]
+    knots = [(0.0, dist.min or min(1.0, dist.mean)), *given, (1.0, dist.longest)]
     q = np.array([k[0] for k in knots])
     v = np.array([k[1] for k in knots])
     return LengthSampler(q, v, _fit_gamma(q, v, dist.mean))
