@@ -11,8 +11,10 @@ from fleetopt.command_support import (
     OneLineGroup,
     OutputPath,
     load_checked_instance,
+    max_num_seqs_option,
     one_line_errors,
     progress,
+    solver_options,
 )
 from fleetopt.errors import InputError
 from fleetopt.instance import json_schema
@@ -43,16 +45,7 @@ def _write(text: str, output: str | None) -> None:
     help="Output format of the plan.",
 )
 @click.option("-o", "--output", type=OutputPath(), help="Write the plan to a file.")
-@click.option(
-    "--time-limit", type=click.FloatRange(min=0, min_open=True), help="Solver time limit, seconds."
-)
-@click.option(
-    "--mip-gap",
-    type=click.FloatRange(min=0),
-    default=1e-4,
-    show_default=True,
-    help="Relative optimality gap at which the solver stops.",
-)
+@solver_options()
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
@@ -146,13 +139,7 @@ def validate(instance_file) -> None:
     default="colocated",
     show_default=True,
 )
-@click.option(
-    "--max-num-seqs",
-    type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Engine limit on sequences in a decode batch.",
-)
+@max_num_seqs_option("Engine limit on sequences in a decode batch.")
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
@@ -221,12 +208,7 @@ def perf(
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0, min_open=True),
-    help="Solver time limit per mode, seconds.",
-)
-@click.option("--mip-gap", type=click.FloatRange(min=0), default=1e-4, show_default=True)
+@solver_options("per mode")
 @one_line_errors
 def compare(instance_file, fmt, time_limit, mip_gap) -> None:
     """Colocated-only, disaggregated-only and mixed serving side by side, and why they differ."""

@@ -146,3 +146,31 @@ def progress(message: str, enabled: bool = True, every_s: float = 1.0) -> Iterat
         ticker.join()
         show("\r" + " " * (len(message) + 12) + "\r")
         os.close(terminal)
+
+
+def solver_options(each: str = "") -> Callable[[Callable], Callable]:
+    """--time-limit and --mip-gap, for every command that solves (`each`: "per mode", ...)."""
+    suffix = f" {each}" if each else ""
+
+    def decorate(func: Callable) -> Callable:
+        func = click.option(
+            "--mip-gap",
+            type=click.FloatRange(min=0),
+            default=1e-4,
+            show_default=True,
+            help=f"Relative optimality gap at which the solver stops{suffix}.",
+        )(func)
+        return click.option(
+            "--time-limit",
+            type=click.FloatRange(min=0, min_open=True),
+            help=f"Solver time limit{suffix}, seconds.",
+        )(func)
+
+    return decorate
+
+
+def max_num_seqs_option(help_text: str) -> Callable[[Callable], Callable]:
+    """--max-num-seqs: the engine's batch limit, where a command models one replica."""
+    return click.option(
+        "--max-num-seqs", type=click.IntRange(min=1), default=256, show_default=True, help=help_text
+    )

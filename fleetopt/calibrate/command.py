@@ -20,7 +20,7 @@ from fleetopt.calibrate.observation import Observation, predict
 from fleetopt.calibrate.overlay import write_overlay
 from fleetopt.calibrate.results import Run, read_runs
 from fleetopt.catalog import gpu_catalog
-from fleetopt.command_support import one_line_errors
+from fleetopt.command_support import max_num_seqs_option, one_line_errors
 from fleetopt.perf.efficiency import efficiency_for_spec
 
 DTYPES = click.Choice(["bf16", "fp8", "int4"])
@@ -49,13 +49,7 @@ def observation(run: Run, model: str, gpu: str, tp: int, weight: str, kv: str, s
 @click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size.")
 @click.option("--weight-dtype", type=DTYPES, default="bf16", show_default=True)
 @click.option("--kv-dtype", type=DTYPES, default="bf16", show_default=True)
-@click.option(
-    "--max-num-seqs",
-    type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Engine batch limit, for runs that do not state their concurrency.",
-)
+@max_num_seqs_option("Engine batch limit, for runs that do not state their concurrency.")
 @click.option(
     "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Overlay YAML to write."
 )
