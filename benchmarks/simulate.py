@@ -1,7 +1,7 @@
 """Simulator speed: simulated requests per wall-clock second on an 8-replica pool.
 
 The instance is instances/chatbot-8b.yaml (Llama 3.1 8B chat, p99 TTFT 500 ms / TPOT 30 ms)
-restricted to L40S tp1 colocated; its plan is then resized to one pool of 8 replicas at the
+restricted to H100-SXM tp1 colocated; its plan is then resized to one pool of 8 replicas at the
 same load per replica (rate × 8 / planned replicas), so the figure does not move when the cost
 model does. Poisson arrivals at that rate, seed 0; the figure is the best of a few runs of the
 event loop (request generation and the report are not timed).
@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     data = yaml.safe_load(INSTANCE.read_text())
-    data["gpus"] = [{"type": "l40s"}]
+    data["gpus"] = [{"type": "h100-sxm"}]
     data["serving"] = {"modes": ["colocated"], "tensor_parallel": [1]}
     instance = parse_instance(data)
     plan = plan_fleet(instance)

@@ -1,0 +1,61 @@
+"""Is a plan padded? Take one replica out of each pool of every shipped plan and simulate.
+
+    python benchmarks/padding.py [--requests 20000] [--seed 0]
+
+For each pool of more than one replica, the plan with one replica fewer is simulated (Poisson at
+the planned rates) and the worst class's margin is printed: the share of its requests that met
+both targets less its percentile. A negative margin means the replica was needed; a positive
+one measures how much the program's queueing margins over-provision. A pool of one replica
+cannot lose it without losing its classes' route. The figures go to docs/latency.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from pathlib import Path
+
+from fleetopt.catalog import resolve
+from fleetopt.instance import load_instance
+from fleetopt.pipeline import plan_fleet
+from fleetopt.simulate import request_stream, simulate_plan
+
+INSTANCES = Path(__file__).resolve().parent.parent / "instances"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print("| instance | pool | replicas | worst class margin with one fewer |")
+    print("| --- | --- | --- | --- |")
+    for path in sorted(INSTANCES.glob("*.yaml")):
+        instance = load_instance(path)
+        if instance.profiles:
+            continue
+        resolved = resolve(instance)
+        plan = plan_fleet(instance)
+        for index, pool in enumerate(plan.pools):
+            label = f"#{index} {pool.role} {pool.gpu} tp{pool.tensor_parallel}"
+            if pool.replicas < 2:
+                print(f"| {instance.name} | {label} | 1 | - (the pool's only replica) |")
+                continue
+            fewer = copy.deepcopy(plan)
+            fewer.pools[index].replicas -= 1
+            fewer.pools[index].gpus -= pool.tensor_parallel
+            stream = request_stream(fewer, resolved, count=args.requests, seed=args.seed)
+            report = simulate_plan(fewer, resolved, stream, args.seed)
+            margins = [
+                w["slo_attainment"]["both"] - w["slo"]["percentile"] / 100
+                for w in report["workloads"]
+                if w["slo"]
+            ]
+            worst = f"{min(margins) * 100:+.1f} pp" if margins else "no targets"
+            print(
+                f"| {instance.name} | {label} | {pool.replicas} → {pool.replicas - 1} | {worst} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
