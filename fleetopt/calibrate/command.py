@@ -74,9 +74,10 @@ def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, ou
         old, new = predict(obs, before), predict(obs, fitted)
         err = new / obs.output_tokens_per_s_per_gpu - 1
         errors.append(abs(err))
+        was = f"{old:,.0f}" if old > 0 else "no operating point within the run's limits"
         click.echo(
             f"  {obs.label}: measured {obs.output_tokens_per_s_per_gpu:,.0f} tok/s/GPU, "
-            f"predicted {new:,.0f} ({err:+.1%}; catalog factors {old:,.0f})"
+            f"predicted {new:,.0f} ({err:+.1%}; with the catalog factors {was})"
         )
     click.echo(
         f"{len(errors)} runs: median |error| {statistics.median(errors):.1%}, "
