@@ -80,9 +80,7 @@ def _peak_sized_cost(
     return None if outcome.objective is None else round(pyo.value(model.cost_per_hour), 9)
 
 
-def program_data(
-    resolved: Resolved, config_set: ConfigSet, with_limits: bool = True
-) -> ProgramData:
+def program_data(resolved: Resolved, config_set: ConfigSet) -> ProgramData:
     objective = resolved.instance.objective
     return ProgramData(
         classes=config_set.classes,
@@ -91,13 +89,13 @@ def program_data(
             GpuMarket(
                 g.name,
                 g.price_per_gpu_hour,
-                g.max_gpus if with_limits else None,
+                g.max_gpus,
                 g.gpus_per_node,
             )
             for g in resolved.gpus.values()
         ],
         maximize_throughput=objective.maximize is not None,
-        budget_per_hour=objective.budget_per_hour if with_limits else None,
+        budget_per_hour=objective.budget_per_hour,
         periods=period_schedule(resolved.instance)[0],
         tiers=_tiers(resolved.instance.pricing),
     )

@@ -152,13 +152,6 @@ class Plan:
     def pools_frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(p) for p in self.pools])
 
-    def workloads_frame(self) -> pd.DataFrame:
-        rows = [
-            {k: v for k, v in asdict(w).items() if k not in ("routes", "slo")}
-            for w in self.workloads
-        ]
-        return pd.DataFrame(rows)
-
     @classmethod
     def from_dict(cls, data: dict) -> Plan:
         known = set(cls.__dataclass_fields__)

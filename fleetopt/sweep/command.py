@@ -14,6 +14,7 @@ import click
 
 from fleetopt.command_support import OutputPath, load_checked_instance, one_line_errors
 from fleetopt.errors import InputError, VerificationError
+from fleetopt.pareto import KINDS
 from fleetopt.solve import SolveOptions
 from fleetopt.sweep.runner import Result
 
@@ -118,7 +119,7 @@ def sweep(instance_file, sets, jobs, time_limit, csv_path, plot_path, fmt) -> No
 @click.argument("instance_file", type=click.Path(dir_okay=False))
 @click.option(
     "--vary",
-    type=click.Choice(["tpot_ms", "ttft_ms"]),
+    type=click.Choice(KINDS),
     required=True,
     help="The SLO target to vary.",
 )
