@@ -141,6 +141,13 @@ def validate(instance_file) -> None:
 )
 @max_num_seqs_option("Engine limit on sequences in a decode batch.")
 @click.option(
+    "--replicas",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Pool size: with a TTFT limit, replicas sharing one prefill queue each carry more.",
+)
+@click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 @one_line_errors
@@ -156,6 +163,7 @@ def perf(
     tpot_ms,
     role,
     max_num_seqs,
+    replicas,
     fmt,
 ) -> None:
     """Capacity of one replica: tokens/s, concurrency, KV capacity, latency and what limits it."""
@@ -187,9 +195,10 @@ def perf(
         output_tokens,
         ttft_ms / 1e3 if ttft_ms else None,
         tpot_ms / 1e3 if tpot_ms else None,
+        output_shortest=output_tokens,
     )
     replica = Replica(m, g, tp)
-    result = replica_capacity(replica, role, shape, serving.chunk_tokens, limits)
+    result = replica_capacity(replica, role, shape, serving.chunk_tokens, limits, replicas)
     if result is None:
         raise InfeasibleError(
             f"{model} on {gpu} tp{tp} ({role}): no operating point holds a {input_tokens:,.0f} + "

@@ -50,16 +50,24 @@ class ReplicaCapacity:
     chunk_tokens: int
     limited_by: str
     step_breakdown_ms: dict[str, float]
+    pool_size: int = 1
+    """Replicas sharing the prefill queue: the figures are per replica of such a pool."""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def replica_capacity(
-    replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
+    replica: Replica,
+    role: str,
+    shape: RequestShape,
+    chunks: list[int],
+    limits: Limits,
+    pool_size: int = 1,
 ) -> ReplicaCapacity | None:
-    """Best operating point within the shape's targets (None: no point meets them)."""
-    best = best_throughput(replica, role, shape, chunks, limits)
+    """Best operating point within the shape's targets, per replica of a pool of `pool_size`
+    (None: no point meets them)."""
+    best = best_throughput(replica, role, shape, chunks, limits, pool_size)
     if best is None:
         return None
     op, rate = best.op, best.requests_per_s
@@ -67,7 +75,9 @@ def replica_capacity(
     seqs = rate * shape.output_mean * op.step_s if decodes else 0.0
     breakdown = _breakdown(replica, op.chunk_tokens, seqs, seqs * shape.decode_context)
     limited_by = BOUND_NAMES[best.limited_by]
-    free = best_throughput(replica, role, replace(shape, ttft_s=None, tpot_s=None), chunks, limits)
+    free = best_throughput(
+        replica, role, replace(shape, ttft_s=None, tpot_s=None), chunks, limits, pool_size
+    )
     if free is not None and free.requests_per_s > rate * (1 + 1e-9):
         tpot_bound = decodes and shape.tpot_s is not None and op.step_s >= shape.tpot_s * (1 - 1e-9)
         limited_by = "latency target (TPOT)" if tpot_bound else "latency target (TTFT)"
@@ -96,6 +106,7 @@ def replica_capacity(
         chunk_tokens=op.chunk_tokens,
         limited_by=limited_by,
         step_breakdown_ms=breakdown,
+        pool_size=pool_size,
     )
 
 

@@ -80,9 +80,15 @@ def candidate_points(
 
 
 def best_throughput(
-    replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
+    replica: Replica,
+    role: str,
+    shape: RequestShape,
+    chunks: list[int],
+    limits: Limits,
+    pool_size: int = 1,
 ) -> Throughput | None:
-    """Highest request rate of one replica among points that meet the class's targets."""
+    """Highest request rate per replica, in a pool of `pool_size` like it, among points that
+    meet the class's targets (a larger pool shares its prefill queue: perf/queueing.py)."""
     best = None
     for op in candidate_points(replica, role, shape, chunks, limits):
         caps = capacity(replica, op, limits)
@@ -94,8 +100,9 @@ def best_throughput(
         if margins is None:
             continue
         caps, use = margins[0], margins[1]["class"]
-        if op.does_prefill:  # one replica alone: no pooling to absorb the queue
-            caps[PREFILL] *= queue_curve(replica, op, [shape], limits).load(1)
+        if op.does_prefill:  # what each replica carries with the pool's prefill queue shared
+            curve = queue_curve(replica, op, [shape], limits)
+            caps[PREFILL] *= curve.load(pool_size) / pool_size
         rate, binding = max_rate(caps, use)
         if best is None or rate > best.requests_per_s:
             best = Throughput(rate, op, binding)

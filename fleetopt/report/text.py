@@ -212,7 +212,11 @@ def to_csv(plan: Plan) -> str:
 def capacity_table(result) -> str:
     """`fleetopt perf` as aligned lines, tokens/s first."""
     lines = [
-        ("replica", f"{result.model} on {result.tensor_parallel} × {result.gpu} ({result.role})"),
+        (
+            "replica",
+            f"{result.model} on {result.tensor_parallel} × {result.gpu} ({result.role})"
+            + (f", one of a pool of {result.pool_size}" if result.pool_size > 1 else ""),
+        ),
         (
             "request",
             f"{result.input_tokens:,.0f} input + {result.output_tokens:,.0f} output tokens",
