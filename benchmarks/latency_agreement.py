@@ -18,7 +18,7 @@ from pathlib import Path
 from fleetopt.catalog import resolve
 from fleetopt.instance import load_instance
 from fleetopt.pipeline import plan_fleet
-from fleetopt.simulate import request_stream, simulate_plan
+from fleetopt.simulate import poisson_report
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
@@ -43,12 +43,7 @@ def main() -> None:
             continue
         resolved = resolve(instance)
         plan = plan_fleet(instance)
-        report = simulate_plan(
-            plan,
-            resolved,
-            request_stream(plan, resolved, count=args.requests, seed=args.seed),
-            args.seed,
-        )
+        report = poisson_report(plan, resolved, args.requests, args.seed)
         for w in report["workloads"]:
             slo = w["slo"] or {}
             met = w["slo_attainment"]["both"] if w["slo_attainment"] else None

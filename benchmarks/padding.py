@@ -18,7 +18,7 @@ from pathlib import Path
 from fleetopt.catalog import resolve
 from fleetopt.instance import load_instance
 from fleetopt.pipeline import plan_fleet
-from fleetopt.simulate import request_stream, simulate_plan
+from fleetopt.simulate import poisson_report
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
@@ -44,8 +44,7 @@ def main() -> None:
             fewer = copy.deepcopy(plan)
             fewer.pools[index].replicas -= 1
             fewer.pools[index].gpus -= pool.tensor_parallel
-            stream = request_stream(fewer, resolved, count=args.requests, seed=args.seed)
-            report = simulate_plan(fewer, resolved, stream, args.seed)
+            report = poisson_report(fewer, resolved, args.requests, args.seed)
             margins = [
                 w["slo_attainment"]["both"] - w["slo"]["percentile"] / 100
                 for w in report["workloads"]

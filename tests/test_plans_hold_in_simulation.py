@@ -16,7 +16,7 @@ import pytest
 from fleetopt.catalog import resolve
 from fleetopt.instance import load_instance
 from fleetopt.pipeline import plan_fleet
-from fleetopt.simulate import request_stream, simulate_plan
+from fleetopt.simulate import poisson_report
 
 INSTANCES = sorted((Path(__file__).resolve().parent.parent / "instances").glob("*.yaml"))
 SIMULATED = [p for p in INSTANCES if not load_instance(p).profiles]
@@ -27,7 +27,7 @@ def test_plan_meets_its_targets_in_simulation(path):
     instance = load_instance(path)
     resolved = resolve(instance)
     plan = plan_fleet(instance)
-    report = simulate_plan(plan, resolved, request_stream(plan, resolved, count=20_000, seed=0))
+    report = poisson_report(plan, resolved, count=20_000, seed=0)
     assert report["requests"] >= 20_000
     checked = 0
     for w in report["workloads"]:

@@ -52,11 +52,19 @@ def simulate_plan(plan: Plan, resolved: Resolved, requests: Requests, seed: int 
     return summarize(plan, simulate(plan, resolved, requests, seed))
 
 
+def poisson_report(plan: Plan, resolved: Resolved, count: int | None = None, seed: int = 0) -> dict:
+    """The report of a Poisson run at the plan's rates: what `solve --simulate`, the tests and
+    the benchmarks measure a plan by."""
+    return simulate_plan(
+        plan, resolved, request_stream(plan, resolved, count=count, seed=seed), seed
+    )
+
+
 def after_solve(plan: Plan, instance: Instance) -> str:
     """What `fleetopt solve --simulate` prints: measured p99 beside prediction and target."""
     from fleetopt.catalog import resolve
     from fleetopt.simulate.render import versus_targets
 
     resolved = resolve(instance)
-    report = simulate_plan(plan, resolved, request_stream(plan, resolved))
+    report = poisson_report(plan, resolved)
     return f"simulated: {report['arrivals']}; {report['warmup']}\n\n{versus_targets(report)}"
