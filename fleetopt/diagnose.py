@@ -84,6 +84,17 @@ def _fixes(cls: RequestClass, resolved: Resolved, target: str | None) -> str:
     """What the user can change, leaving out what the instance already does."""
     model = resolved.models[cls.model]
     fixes = [f"raise workloads[{cls.name}].slo.{target}"] if target else []
+    usable = sorted(
+        {
+            tp
+            for gpu in resolved.gpus.values()
+            for tp in (1, 2, 4, 8, 16, 32, 64, 72)
+            if valid_tensor_parallel(model, gpu, tp) is None
+        }
+    )
+    chosen = resolved.instance.serving.tensor_parallel
+    if not any(tp in usable for tp in chosen):
+        fixes.append(f"use serving.tensor_parallel sizes among {usable} for these GPU types")
     if target != "ttft_ms" and model.weight_dtype == "bf16":
         fixes.append(f"set models[{cls.model}].weight_dtype: fp8")
     if target is None and model.kv_dtype == "bf16":

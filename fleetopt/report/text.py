@@ -97,25 +97,29 @@ def workload_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
 
 def summary_lines(plan: Plan) -> list[str]:
     gpus = ", ".join(f"{n} × {g}" for g, n in sorted(plan.gpus.items())) or "none"
+    count = sum(plan.gpus.values())
     gap = "-" if plan.mip_gap is None else f"{plan.mip_gap:.2%}"
+    mean = "mean " if plan.periods else ""
+    horizon = " over the horizon" if plan.periods else ""
     lines = [
         f"status {plan.status} · gap {gap} · bound {fmt_number(plan.objective_bound, 2)} · "
-        f"solved in {plan.solve_seconds:.2f} s",
-        f"GPUs: {gpus} ({sum(plan.gpus.values())} in all)",
-        f"cost: {plan.cost_per_hour:,.2f} $/h · {plan.cost_per_month:,.0f} $/month · "
-        f"{fmt_number(plan.cost_per_million_tokens, 4)} $ per million tokens · "
-        f"{fmt_number(plan.cost_per_million_output_tokens, 4)} $ per million output tokens",
-        f"demand: {plan.prefill_tokens_per_s:,.0f} prefill + {plan.decode_tokens_per_s:,.0f} decode tokens/s "
-        f"({plan.requests_per_s:,.2f} req/s)",
+        f"solved in {plan.solve_seconds:.2f} s"
     ]
     if plan.objective == "maximize throughput":
-        lines.insert(1, f"serves {plan.demand_scale:.4g} × the stated demand within the budget")
+        lines.append(f"serves {plan.demand_scale:.4g} × the stated demand within the budget")
     if plan.periods:
-        lines[1] = (
-            f"GPUs at the peak: {gpus} ({sum(plan.gpus.values())} in all); the pools above are the peak period's"
+        lines.append(
+            f"GPUs at the peak: {gpus} ({count} in all); the pools above are the peak period's"
         )
-        lines[2] = "mean " + lines[2] + " over the horizon"
-        lines[3] = "mean " + lines[3]
+    else:
+        lines.append(f"GPUs: {gpus} ({count} in all)")
+    lines += [
+        f"{mean}cost: {plan.cost_per_hour:,.2f} $/h · {plan.cost_per_month:,.0f} $/month · "
+        f"{fmt_number(plan.cost_per_million_tokens, 4)} $ per million tokens · "
+        f"{fmt_number(plan.cost_per_million_output_tokens, 4)} $ per million output tokens{horizon}",
+        f"{mean}demand: {plan.prefill_tokens_per_s:,.0f} prefill + "
+        f"{plan.decode_tokens_per_s:,.0f} decode tokens/s ({plan.requests_per_s:,.2f} req/s)",
+    ]
     if plan.reserved_gpus is not None:
         reserved = ", ".join(f"{n} × {g}" for g, n in sorted(plan.reserved_gpus.items())) or "none"
         lines.append(f"reserved for the whole horizon: {reserved}")
