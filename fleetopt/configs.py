@@ -280,7 +280,7 @@ def _analytic_configs(
         blocker = ineligibility(replica, op, c.shape, limits)
         budget = wait_budget_s(replica, op, c.shape) if op.does_prefill else None
         if blocker is None and budget is not None and budget <= 0:
-            blocker = Blocker("ttft", budget, "no time left to queue within the TTFT target")
+            blocker = Blocker("ttft", "no time left to queue within the TTFT target")
         if blocker is not None:
             rejections[c.name].append(Rejection(base.key, blocker.kind, blocker.message))
             continue

@@ -185,10 +185,9 @@ def tpot_per_step(role: str, shape: RequestShape) -> float:
 
 @dataclass(frozen=True)
 class Blocker:
-    """Why a point may not carry a class: which limit, how far off, in words."""
+    """Why a point may not carry a class: which limit, and how far off in words."""
 
     kind: str  # memory | ttft | tpot
-    achieved: float  # tokens the KV cache holds, or the latency in seconds
     message: str
 
 
@@ -201,7 +200,6 @@ def ineligibility(
     if kv_tokens < longest:
         return Blocker(
             "memory",
-            kv_tokens,
             f"KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token sequence",
         )
     lat = latency(replica, op, shape)
@@ -212,7 +210,6 @@ def ineligibility(
     ):
         return Blocker(
             "ttft",
-            lat.ttft_s,
             f"TTFT {lat.ttft_s * 1e3:,.0f} ms > target {shape.ttft_s * 1e3:,.0f} ms",
         )
     if (
@@ -222,7 +219,6 @@ def ineligibility(
     ):
         return Blocker(
             "tpot",
-            lat.tpot_s,
             f"TPOT {lat.tpot_s * 1e3:,.1f} ms > target {shape.tpot_s * 1e3:,.1f} ms",
         )
     return None

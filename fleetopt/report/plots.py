@@ -134,7 +134,7 @@ def tokens_demand_vs_capacity(plan: Plan) -> Figure | None:
     return fig
 
 
-TIER_COLORS = {"reserved": "#4C72B0", "on-demand": "#DD8452", "spot": "#55A868", "GPUs": "#4C72B0"}
+TIER_COLORS = {"reserved": "#4C72B0", "on-demand": "#DD8452", "spot": "#55A868"}
 
 
 def fleet_by_period(plan: Plan) -> Figure | None:
