@@ -95,6 +95,9 @@ def solve(
         "markdown": to_markdown,
     }
     _write(render[fmt](plan), output)
+    if plan.interrupted:
+        gap = "unknown" if plan.mip_gap is None else f"{plan.mip_gap:.2%}"
+        click.echo(f"note: interrupted: the best plan found so far (gap {gap})", err=True)
     if report:
         from fleetopt.report.document import write_report
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from fleetopt.errors import FleetoptError, InputError
+from fleetopt.errors import FleetoptError, InputError, Interrupted
 
 if TYPE_CHECKING:
     from fleetopt.instance import Instance
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 def one_line_errors(func: Callable) -> Callable:
     """Turn every fleetopt error into one line on stderr and its exit code (2 input, 3 infeasible);
-    a file that cannot be read or written is bad input too."""
+    a file that cannot be read or written is bad input too, and Ctrl-C outside a solve (a solve
+    keeps its incumbent, solve.py) ends with one line and the shell's code 130."""
 
     @wraps(func)
     def wrapper(*args, **kwargs):
@@ -38,6 +39,8 @@ def one_line_errors(func: Callable) -> Callable:
             _fail(describe_os_error(exc), InputError.exit_code)
         except UnicodeDecodeError as exc:  # the readers that know the file name it; a fallback
             _fail(f"an input file is not UTF-8 text ({exc.reason})", InputError.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", Interrupted.exit_code)
 
     return wrapper
 
@@ -62,10 +65,7 @@ def load_checked_instance(path: str) -> Instance:
     from fleetopt.catalog import resolve
     from fleetopt.instance import load_instance
 
-    try:
-        instance = load_instance(path)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    instance = load_instance(path)
     try:
         resolve(instance)
     except InputError as exc:

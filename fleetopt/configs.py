@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Profile, Workload
+from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
     PROFILE,
     Blocker,
@@ -160,16 +161,16 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
             for tp in tps:
                 for role in roles:
                     profile = profiles.get((model_name, gpu_name, tp, role))
-                    if profile is not None:
+                    if profile is not None and profile.table is not None:
                         configs.append(
                             _measured_config(model_name, gpu_name, profile, mine, rejections)
                         )
                         continue
-                    if tp not in instance.serving.tensor_parallel:
+                    if profile is None and tp not in instance.serving.tensor_parallel:
                         continue
                     where = f"{model_name} on {gpu_name} tp{tp} {role}"
                     kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
-                    replica = Replica(model, gpu, tp)
+                    replica = replica_for(model, gpu, tp, role, instance.profiles)
                     if (
                         problem is None
                         and replica.kv_capacity_bytes(limits.gpu_memory_utilization) <= 0
@@ -183,10 +184,17 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
                         for c in mine:
                             rejections[c.name].append(Rejection(where, kind, problem))
                         continue
+                    here, covered = replica_limits(replica, limits), []
+                    for c in mine:
+                        reason = uncovered(replica, c.shape, role)
+                        if reason is None:
+                            covered.append(c)
+                        else:
+                            rejections[c.name].append(Rejection(where, "profile", reason))
                     for op in operating_points(
-                        replica, role, mine, instance.serving.chunk_tokens, limits
+                        replica, role, covered, instance.serving.chunk_tokens, here
                     ):
-                        configs += _analytic_configs(replica, op, mine, limits, rejections)
+                        configs += _analytic_configs(replica, op, covered, here, rejections)
     return ConfigSet(classes, drop_dominated(configs), rejections)
 
 

@@ -71,9 +71,10 @@ def _explain(
     if measured and len(measured) == len(rejections):
         return (
             f"{cls.name}: the measured profiles cover no config that can carry it "
-            f"({measured[0].config}: {measured[0].reason}); fix: add a profiles[].table row at "
-            f"or above {shape.input_mean:,.0f} input and {shape.output_mean:,.0f} output tokens, "
-            "or drop the profile to use the analytic cost model"
+            f"({measured[0].config}: {measured[0].reason}); fix: add a profiles[].table row "
+            f"(or prefill/decode curve points) at or above {shape.input_mean:,.0f} input and "
+            f"{shape.output_mean:,.0f} output tokens, or drop the profile to use the analytic "
+            "cost model"
         )
     side = "prefill" if not prefill else "decode"
     reasons = sorted({f"{r.kind}: {r.reason}" for r in rejections})[:3]

@@ -1,4 +1,5 @@
-"""Errors the CLI turns into one line and an exit code (DESIGN §4: 2 = bad input, 3 = infeasible)."""
+"""Errors the CLI turns into one line and an exit code (DESIGN §4: 2 = bad input, 3 = infeasible;
+130 = interrupted, as shells report Ctrl-C)."""
 
 
 class FleetoptError(Exception):
@@ -21,3 +22,9 @@ class VerificationError(FleetoptError):
     """A solved plan failed the independent re-check: a bug, never the user's fault."""
 
     exit_code = 4
+
+
+class Interrupted(FleetoptError):
+    """Ctrl-C stopped a solve before it found any plan (with one, the plan is returned)."""
+
+    exit_code = 130

@@ -6,11 +6,21 @@ Units live in the field names (`_ms`, `_per_s`, `_per_gpu_hour`).
 
 from __future__ import annotations
 
+import difflib
+import math
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from fleetopt.errors import InputError
 
@@ -211,28 +221,103 @@ class ModelChoice(Strict):
     """Inline architecture fields (ModelSpec names) that override or define the model."""
 
 
+class LengthBin(Strict):
+    """One cell of a length histogram: requests of this prompt and output length."""
+
+    input_tokens: Positive
+    """Prompt length of the cell, tokens."""
+    output_tokens: Positive
+    """Output length of the cell, tokens."""
+    share: Positive
+    """Weight of the cell: a share or a count of requests (normalised over the cells)."""
+
+
+class LengthData(Strict):
+    """A length mix given as data: a histogram inline, or a CSV of the same three columns."""
+
+    histogram: list[LengthBin] | None = Field(None, min_length=1)
+    """Cells of (input_tokens, output_tokens, share)."""
+    csv: str | None = None
+    """CSV with columns input_tokens, output_tokens, share, relative to the instance file."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LengthData:
+        if (self.histogram is None) == (self.csv is None):
+            raise ValueError("give histogram or csv")
+        return self
+
+
 class Workload(Strict):
-    """A request class: one model, one token-length mix, one rate, one SLO."""
+    """A request class: one model, one token-length mix, one rate, one SLO. The mix may be given
+    as data (`trace` or `lengths`); fleetopt then splits it into length buckets, one request
+    class each, routed where they are cheapest (docs/user-guide.md, "Workloads from data")."""
+
+    model_config = ConfigDict(**Strict.model_config, populate_by_name=True)
 
     name: str
     """Unique name of the class: it labels the plan, the reports and trace rows."""
     model: str
     """Name of a model in `models`."""
     requests_per_s: Positive | None = None
-    """Arrival rate. Give this, or prefill_tokens_per_s and/or decode_tokens_per_s."""
+    """Arrival rate. Give this, or prefill_tokens_per_s and/or decode_tokens_per_s, or (with a
+    trace) `rate: from_trace`."""
     prefill_tokens_per_s: Positive | None = None
     """Prompt tokens per second (rate = this / mean input tokens)."""
     decode_tokens_per_s: Positive | None = None
     """Output tokens per second (rate = this / mean output tokens)."""
-    input_tokens: Positive | TokenDistribution
-    """Prompt length: a mean, or {mean, p50, p90, p99, max}."""
-    output_tokens: Positive | TokenDistribution
-    """Output length: a mean, or {mean, p50, p90, p99, max}."""
+    input_tokens: Positive | TokenDistribution | None = None
+    """Prompt length: a mean, or {mean, p50, p90, p99, max}. Derived from `trace` or `lengths`
+    when one is given."""
+    output_tokens: Positive | TokenDistribution | None = None
+    """Output length: a mean, or {mean, p50, p90, p99, max}. Derived from `trace` or `lengths`
+    when one is given."""
     slo: Slo | None = None
     """Latency targets; absent = throughput only."""
+    trace: str | None = None
+    """Request log CSV, relative to the instance file: arrival time, prompt tokens, output tokens
+    (columns by name; the Azure LLM trace layout TIMESTAMP, ContextTokens, GeneratedTokens loads
+    as is). Its lengths replace input_tokens/output_tokens and are split into `buckets`."""
+    lengths: LengthData | None = None
+    """Length mix as a histogram or CSV of (input_tokens, output_tokens, share), instead of
+    input_tokens/output_tokens; split into `buckets`. Needs a rate."""
+    rate_source: Literal["from_trace"] | None = Field(None, alias="rate")
+    """`from_trace`: the rate is the trace's requests over its span (or over its busiest
+    `rate_window_s`), times `rate_scale`; replaces requests_per_s."""
+    rate_scale: Positive = 1.0
+    """Factor on the trace's rate (`rate: from_trace`): growth, or a share of the traffic."""
+    rate_window_s: Positive | None = None
+    """With `rate: from_trace`: size for the busiest window of this many seconds (arrivals in
+    the window / its length) instead of the mean over the span; bursty traces need it for the
+    plan to hold under replay. Absent = the mean rate."""
+    buckets: Literal["auto"] | Annotated[int, Field(ge=1)] | None = None
+    """Length buckets to split a data-given mix into: `auto` (absent) adds buckets while each
+    saves over 1% of the dedicated-pool cost, up to 4; N = at most N (1 = one pool for all lengths)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_data(cls, data: object, info: ValidationInfo) -> object:
+        """Lengths (and the rate) of a data-given mix, read relative to the instance file."""
+        if not isinstance(data, dict) or not (data.get("trace") or data.get("lengths")):
+            return data
+        from fleetopt.workload.derive import derive_fields
+
+        source = (info.context or {}).get("source")
+        base = Path(source).parent if source else Path()
+        return derive_fields(data, base)
 
     @model_validator(mode="after")
     def _one_rate(self) -> Workload:
+        if self.input_tokens is None or self.output_tokens is None:
+            raise ValueError("give input_tokens and output_tokens, or trace, or lengths")
+        data_only = {
+            "rate": self.rate_source,
+            "rate_window_s": self.rate_window_s,
+            "buckets": self.buckets,
+            "rate_scale": None if self.rate_scale == 1.0 else self.rate_scale,
+        }
+        for field, value in data_only.items():
+            if value is not None and self.trace is None and self.lengths is None:
+                raise ValueError(f"{field} applies to a workload given by trace or lengths")
         if self.requests_per_s is None:
             if self.prefill_tokens_per_s is None and self.decode_tokens_per_s is None:
                 raise ValueError(
@@ -250,6 +335,11 @@ class Workload(Strict):
                     "make them agree or give one of them"
                 )
         return self
+
+    @property
+    def from_data(self) -> bool:
+        """Whether the length mix is data to split into buckets."""
+        return self.trace is not None or self.lengths is not None
 
     @property
     def input(self) -> TokenDistribution:
@@ -357,8 +447,32 @@ class ProfileRow(Strict):
     profile does not cover it."""
 
 
+class PrefillPoint(Strict):
+    """One point of a measured prefill curve."""
+
+    input_tokens: Positive
+    """Prompt length the point was measured at, tokens."""
+    tokens_per_s: Positive
+    """Prompt tokens per second one replica sustained prefilling prompts of this length, the GPU
+    kept busy (no decode). Between measured lengths a prompt gets the lower of its two
+    neighbours' rates; shorter than the shortest, the time of the shortest prompt; longer than
+    the longest: not covered."""
+
+
+class DecodePoint(Strict):
+    """One point of a measured decode grid."""
+
+    batch: int = Field(ge=1)
+    """Sequences in the decode step."""
+    context_tokens: Positive
+    """Context each sequence of the batch holds (prompt + tokens generated so far), tokens."""
+    step_ms: Positive
+    """Measured time of one decode step at this batch and context, ms."""
+
+
 class Profile(Strict):
-    """Measured capacity that replaces the analytic cost model for one replica configuration."""
+    """Measurements that replace the analytic cost model for one replica configuration: a
+    capacity `table`, or measured curves (`prefill` and/or `decode`, as the role needs)."""
 
     model: str
     """Name of a model in `models`."""
@@ -370,8 +484,56 @@ class Profile(Strict):
     role: Role = "colocated"
     """Role the replica was measured in: colocated, prefill or decode (the matching mode must be
     in `serving.modes`)."""
-    table: list[ProfileRow] = Field(min_length=1)
-    """Capacity table: the measured max rate per replica at given token lengths."""
+    table: list[ProfileRow] | None = Field(None, min_length=1)
+    """Capacity table: the measured max rate per replica at given token lengths. Give this or
+    the curves."""
+    prefill: list[PrefillPoint] | None = Field(None, min_length=1)
+    """Prefill curve: prompt tokens/s against prompt length; replaces the analytic prefill time
+    (roles colocated and prefill)."""
+    decode: list[DecodePoint] | None = Field(None, min_length=1)
+    """Decode grid: step time against batch and context, every batch measured at every context
+    and batch 1 among them; replaces the analytic decode step (roles colocated and decode) by
+    its tightest upper bound linear in the batch's sequences and context tokens. A class whose
+    mean context exceeds the grid, or a batch above its largest, is not covered."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Profile:
+        curves = {"prefill": self.prefill, "decode": self.decode}
+        if self.table is not None:
+            if any(v is not None for v in curves.values()):
+                raise ValueError("give a capacity table or curves (prefill/decode), not both")
+            return self
+        needs = {"colocated": ("prefill", "decode"), "prefill": ("prefill",), "decode": ("decode",)}
+        for name, points in curves.items():
+            wanted = name in needs[self.role]
+            if wanted and points is None:
+                raise ValueError(f"a {self.role} profile needs a table or a {name} curve")
+            if not wanted and points is not None:
+                raise ValueError(f"a {self.role} profile has no use for a {name} curve; remove it")
+        lengths = [p.input_tokens for p in self.prefill or []]
+        if len(set(lengths)) < len(lengths):
+            raise ValueError("prefill curve measures a prompt length twice; keep one point each")
+        if self.decode is not None:
+            _check_grid(self.decode)
+        return self
+
+
+def _check_grid(points: list[DecodePoint]) -> None:
+    """A full rectangle of (batch, context) points with batch 1: what the upper bound needs to
+    be checked cell by cell, and to be no more optimistic than the smallest batch."""
+    pairs = [(p.batch, p.context_tokens) for p in points]
+    if len(set(pairs)) < len(pairs):
+        raise ValueError("decode grid measures a (batch, context_tokens) twice; keep one each")
+    batches, contexts = sorted({b for b, _ in pairs}), sorted({c for _, c in pairs})
+    missing = [(b, c) for b in batches for c in contexts if (b, c) not in set(pairs)]
+    if missing:
+        b, c = missing[0]
+        raise ValueError(
+            f"decode grid lacks batch {b} at context_tokens {c:g}: measure every batch at every "
+            "context"
+        )
+    if batches[0] != 1:
+        raise ValueError("decode grid must include batch 1 (the smallest batch a step runs)")
 
 
 class Instance(Strict):
@@ -394,7 +556,7 @@ class Instance(Strict):
     pricing: Pricing | None = None
     """Reserved and spot price tiers; absent = every GPU on demand at its price."""
     profiles: list[Profile] = Field(default_factory=list)
-    """Measured capacity tables that replace the analytic cost model for the replica
+    """Measured capacity tables or curves that replace the analytic cost model for the replica
     configurations they cover; absent = the analytic model everywhere."""
     calibration: str | None = None
     """Path of a calibration overlay (`fleetopt calibrate -o`), relative to the instance file:
@@ -427,21 +589,41 @@ def _unique(field: str, names: list[str]) -> None:
         raise ValueError(f"{field}: duplicate name(s) {', '.join(sorted(seen))}")
 
 
+MAX_FILE_BYTES = 4_000_000
+"""Largest instance file read: the instances in instances/ are 1-3 kB of YAML."""
+MAX_YAML_NODES = 200_000
+"""Largest number of values a file may expand to, counting each use of a YAML alias in full: an
+alias bomb (a few lines that expand to billions of values) is refused before it is built."""
+MAX_ITEMS = {"gpus": 50, "models": 50, "workloads": 500, "profiles": 500}
+"""Largest lists of an instance: beyond them the program grows past what the solver sizes in
+minutes, and the file is more likely generated by mistake than on purpose."""
+MAX_PERIODS = 8784
+"""Most periods in a demand profile: a year of hourly multipliers (leap year)."""
+RANGES = {
+    "requests_per_s": (0.001, 1_000_000.0, "requests/s"),
+    "price_per_gpu_hour": (0.01, 1000.0, "$ per GPU-hour"),
+    "tokens": (1.0, 1_048_576.0, "tokens"),
+}
+"""Supported numeric ranges of rates, prices and request lengths (input + output), tested at both
+ends (tests/test_numeric_range.py); values outside them are refused rather than solved untested,
+since the program's coefficients scale with them."""
+
+
 def load_instance(path: str | Path) -> Instance:
     """Read and validate an instance file; every failure becomes one InputError line."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(
+                f"{path}: file is {path.stat().st_size:,} bytes, over the limit of "
+                f"{MAX_FILE_BYTES:,}; an instance is a few kB of YAML"
+            )
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InputError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping of fields (name, gpus, models, workloads)")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    data = parse_yaml(text, str(path))
     instance = parse_instance(data, source=str(path))
     if instance.calibration is not None:  # relative to the instance file, not the working dir
         overlay = str(path.parent / instance.calibration)
@@ -449,11 +631,125 @@ def load_instance(path: str | Path) -> Instance:
     return instance
 
 
-def parse_instance(data: dict, source: str = "instance") -> Instance:
+def parse_yaml(text: str, source: str = "instance") -> dict:
+    """YAML text to plain data with the safe loader (no Python objects), its expanded size
+    bounded, and the top level a mapping."""
     try:
-        return Instance.model_validate(data)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node, {}, set()) > MAX_YAML_NODES:
+            raise InputError(
+                f"{source}: expands to more than {MAX_YAML_NODES:,} values (YAML aliases "
+                "repeated within each other?); write the instance out plainly"
+            )
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"{where}: not valid YAML ({problem})") from None
+    except RecursionError:
+        raise InputError(f"{source}: nested too deeply to read") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: expected a mapping of fields (name, gpus, models, workloads)")
+    return data
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """Values the node stands for once every alias is expanded; shared nodes counted once per
+    use, computed once each. A node inside itself (a recursive alias) counts as unbounded."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        return MAX_YAML_NODES + 1
+    open_.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(
+            _expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_) for k, v in node.value
+        )
+    open_.discard(key)
+    sizes[key] = min(size, MAX_YAML_NODES + 1)
+    return sizes[key]
+
+
+def parse_instance(data: dict, source: str = "instance") -> Instance:
+    """Validate plain data as an instance, within the size limits and supported ranges."""
+    problem = _size_problem(data)
+    if problem:
+        raise InputError(f"{source}: {problem}")
+    where = _non_finite(data)
+    if where is not None:
+        raise InputError(f"{source}: {_readable_path(where, data)}: not a finite number; give one")
+    try:
+        instance = Instance.model_validate(data, context={"source": source})
     except ValidationError as exc:
         raise InputError(f"{source}: {describe_validation_error(exc, data)}") from None
+    problem = _range_problem(instance)
+    if problem:
+        raise InputError(f"{source}: {problem}")
+    return instance
+
+
+def _size_problem(data: object) -> str | None:
+    """A list over its limit, checked on the raw data before anything is validated."""
+    if not isinstance(data, dict):
+        return None
+    for field, limit in MAX_ITEMS.items():
+        items = data.get(field)
+        if isinstance(items, list) and len(items) > limit:
+            return f"{field}: {len(items):,} entries, over the limit of {limit}; split the instance"
+    profile = data.get("demand_profile")
+    multipliers = profile.get("multipliers") if isinstance(profile, dict) else None
+    if isinstance(multipliers, list) and len(multipliers) > MAX_PERIODS:
+        return (
+            f"demand_profile.multipliers: {len(multipliers):,} periods, over the limit of "
+            f"{MAX_PERIODS:,}; use longer periods (period_hours)"
+        )
+    return None
+
+
+def _non_finite(value: object, loc: tuple = ()) -> tuple | None:
+    """Where the first infinite or NaN number is (YAML `.inf`, `.nan`): no field takes one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return loc
+    if isinstance(value, dict):
+        children = value.items()
+    elif isinstance(value, list):
+        children = enumerate(value)
+    else:
+        return None
+    for key, child in children:
+        found = _non_finite(child, (*loc, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _range_problem(instance: Instance) -> str | None:
+    """The first rate, price or request length outside the supported RANGES."""
+    checks: list[tuple[str, str, float | None]] = []
+    for w in instance.workloads:
+        checks.append((f"workloads[{w.name}].requests_per_s", "requests_per_s", w.rate))
+        longest = w.input.longest + w.output.longest
+        checks.append((f"workloads[{w.name}].input_tokens + output_tokens", "tokens", longest))
+    for g in instance.gpus:
+        spec_price = (g.spec or {}).get("price_per_gpu_hour")
+        for where, price in (("", g.price_per_gpu_hour), (".spec", spec_price)):
+            if isinstance(price, int | float) and not isinstance(price, bool):
+                checks.append(
+                    (f"gpus[{g.type}]{where}.price_per_gpu_hour", "price_per_gpu_hour", price)
+                )
+    for where, kind, value in checks:
+        low, high, unit = RANGES[kind]
+        if value is not None and not low <= value <= high:
+            return (
+                f"{where}: {value:,.6g} {unit} is outside the supported range "
+                f"{low:,.6g} to {high:,.6g} {unit}"
+            )
+    return None
 
 
 def describe_validation_error(exc: ValidationError, data: object = None) -> str:
@@ -465,10 +761,48 @@ def describe_validation_error(exc: ValidationError, data: object = None) -> str:
     path = _readable_path(err["loc"], data)
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        message = "unknown field (check the spelling; `fleetopt schema` lists the fields)"
+        message = "unknown field" + _suggestion(err["loc"], exc.title)
     elif err["type"] == "missing":
         message = "required field is missing"
     return f"{path}: {message}" if path else message
+
+
+def _suggestion(loc: tuple, title: str) -> str:
+    """`; did you mean `ttft_ms`?` — the nearest field name where the unknown one was found,
+    else a pointer to the schema."""
+    names = _field_names(_model_at(_MODELS.get(title, Instance), loc[:-1]))
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean `{close[0]}`?"
+    listed = ", ".join(names) if names else "see `fleetopt schema`"
+    return f" (valid here: {listed})"
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
+    """The model class the location leads to from `model`, following list items and unions
+    (by pydantic's branch tags, which name the class)."""
+    for key in loc:
+        if model is None:
+            return None
+        if isinstance(key, int) or key in model.model_fields:
+            if not isinstance(key, int):
+                model = _single_model(model.model_fields[key].annotation)
+            continue
+        tagged = re.search(r"(\w+)\]$", key) or re.fullmatch(r"(\w+)", key)
+        model = _MODELS.get(tagged.group(1)) if tagged else model
+    return model
+
+
+def _single_model(annotation) -> type[BaseModel] | None:
+    """The one pydantic model a field's annotation holds (through lists, unions, Optional)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    found = [m for a in get_args(annotation) if (m := _single_model(a)) is not None]
+    return found[0] if len(found) == 1 else None
+
+
+def _field_names(model: type[BaseModel] | None) -> list[str]:
+    return list(model.model_fields) if model is not None else []
 
 
 def _is_type_mismatch(kind: str) -> bool:
@@ -501,3 +835,7 @@ def _readable_path(loc: tuple, data: object) -> str:
 
 def json_schema() -> dict:
     return Instance.model_json_schema()
+
+
+_MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in Strict.__subclasses__()}
+"""Schema classes by name, to follow pydantic's error locations back to the fields."""

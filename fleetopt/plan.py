@@ -94,6 +94,12 @@ class Plan:
     and cost_per_hour is the hour-weighted mean over the horizon."""
     peak_sized_cost_per_hour: float | None = None
     """What one fleet sized for the peak, all on-demand, would cost: the saving's baseline."""
+    interrupted: bool = False
+    """Ctrl-C stopped the solve: the plan is the best found by then (status feasible, mip_gap
+    how far it may be from the optimum)."""
+    length_routing: dict | None = None
+    """Workloads given as data: the length buckets they were split into (with the tail length
+    that sizes each bucket's TTFT), and the cost of the simple answers beside this plan's."""
 
     @property
     def cost_per_month(self) -> float:

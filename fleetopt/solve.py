@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import highspy
@@ -11,6 +16,8 @@ import pyomo.environ as pyo
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.core.base.constraint import ConstraintData
+
+from fleetopt.errors import Interrupted
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,10 @@ class Outcome:
     bound: float | None
     gap: float | None
     seconds: float
+    interrupted: bool = False
+    """Ctrl-C stopped the solve: the incumbent is returned as `feasible` with its gap."""
+    highs_seconds: float | None = None
+    """HiGHS's own run time; `seconds` less this is Pyomo handing the model over."""
 
 
 def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
@@ -50,12 +61,15 @@ def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
     # than the last one fails unless the scheduler is reset first.
     highspy.Highs.resetGlobalScheduler(True)
     start = time.perf_counter()
-    result = solver.solve(model, **kwargs)
+    with _cancel_on_interrupt(solver) as interrupted:
+        result = solver.solve(model, **kwargs)
     seconds = time.perf_counter() - start
     term = result.termination_condition
     if term in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
         return Outcome("infeasible", None, None, None, seconds)
     if result.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+        if interrupted:
+            raise Interrupted("interrupted before the solver found any plan")
         return Outcome("no_solution", None, result.objective_bound, None, seconds)
     result.solution_loader.load_vars()
     gap = _native_gap(solver)
@@ -66,7 +80,45 @@ def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
         result.objective_bound,
         gap,
         seconds,
+        bool(interrupted),
+        result.timing_info.highs_time,
     )
+
+
+class _QuietInterrupt(logging.Filter):
+    """Pyomo 6.10 maps no HiGHS status for an interrupted solve and warns of it; run_highs
+    handles it (the solution status still says whether there is an incumbent)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "kInterrupt" not in record.getMessage()
+
+
+logging.getLogger("pyomo.contrib.solver.solvers.highs").addFilter(_QuietInterrupt())
+
+
+@contextmanager
+def _cancel_on_interrupt(solver) -> Iterator[list[int]]:
+    """Ctrl-C during the solve asks HiGHS to stop at its next callback, keeping its incumbent,
+    instead of raising KeyboardInterrupt through the C++ solve (which loses it). Yields the
+    signals received. Signal handlers can only be set from the main thread; elsewhere (sweep
+    workers) Ctrl-C keeps its default."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def cancel(signum, _frame) -> None:
+        received.append(signum)
+        highs = getattr(solver, "_solver_model", None)
+        if highs is None:  # HiGHS has not started: nothing to keep
+            raise KeyboardInterrupt
+        highs.cancelSolve()
+
+    previous = signal.signal(signal.SIGINT, cancel)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _native_gap(solver) -> float | None:

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from fleetopt.catalog import Resolved
 from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
+from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
     OperatingPoint,
     RequestShape,
@@ -114,8 +115,15 @@ def _check_pool(
     problem = valid_tensor_parallel(model, gpu, pool.tensor_parallel)
     if problem:
         return [problem]
-    replica = Replica(model, gpu, pool.tensor_parallel)
-    limits = limits_of(resolved)
+    replica = replica_for(model, gpu, pool.tensor_parallel, pool.role, resolved.instance.profiles)
+    limits = replica_limits(replica, limits_of(resolved))
+    gaps = [
+        f"{cls.name}: {reason}"
+        for cls, _ in load
+        if (reason := uncovered(replica, cls.shape, pool.role)) is not None
+    ]
+    if gaps:
+        return gaps
     tau, chunk, x = pool.step_ms / 1e3, pool.chunk_tokens, pool.replicas
     does_prefill = pool.role in ("colocated", "prefill")
     does_decode = pool.role in ("colocated", "decode")

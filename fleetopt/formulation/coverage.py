@@ -5,25 +5,29 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.rows import add_rows, linear
 
 
 def add_coverage(m: pyo.ConcreteModel, data: ProgramData) -> None:
     """Σ_{k does prefill} r[c,k,t] = alpha·m_t·λ_c  and  Σ_{k does decode} r[c,k,t] = alpha·m_t·λ_c.
 
-    A colocated config does both, so its routing counts in both rows."""
+    A colocated config does both, so its routing counts in both rows. When minimising cost
+    alpha is the constant 1 and the demand is the row's bound."""
+    scaled = isinstance(m.alpha, pyo.Var)
     for phase in ("prefill", "decode"):
         serving = {cls.name: [] for cls in data.classes}
         for c, k in m.E:
             if getattr(data.configs[k].op, f"does_{phase}"):
                 serving[c].append(k)
-        rows = {
-            (cls.name, t): sum(m.r[cls.name, k, t] for k in serving[cls.name])
-            == m.alpha * period.multiplier * cls.requests_per_s
-            for cls in data.classes
-            for t, period in enumerate(data.periods)
-        }
-        setattr(
-            m,
-            f"coverage_{phase}",
-            pyo.Constraint(list(rows), rule=lambda _, c, t, rows=rows: rows[c, t]),
-        )
+        rows = {}
+        for cls in data.classes:
+            ks = serving[cls.name]
+            for t, period in enumerate(data.periods):
+                demand = period.multiplier * cls.requests_per_s
+                terms = [m.r[cls.name, k, t] for k in ks]
+                if scaled:
+                    body = linear([1.0] * len(ks) + [-demand], [*terms, m.alpha])
+                    rows[cls.name, t] = (0.0, body, 0.0)
+                else:
+                    rows[cls.name, t] = (demand, linear([1.0] * len(ks), terms), demand)
+        add_rows(m, f"coverage_{phase}", rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.rows import add_rows, linear
 
 
 def add_gpu_supply(m: pyo.ConcreteModel, data: ProgramData) -> None:
@@ -13,12 +14,21 @@ def add_gpu_supply(m: pyo.ConcreteModel, data: ProgramData) -> None:
     on_type = {g.name: [] for g in data.gpus}
     for k, config in enumerate(data.configs):
         on_type[config.gpu].append(k)
-    m.gpu_supply = pyo.Constraint(
-        m.G,
-        m.T,
-        rule=lambda _, g, t: (
-            m.gpus[g, t] >= sum(data.configs[k].tp * m.x[k, t] for k in on_type[g])
-        ),
+    add_rows(
+        m,
+        "gpu_supply",
+        {
+            (g, t): (
+                0.0,
+                linear(
+                    [1.0] + [-float(data.configs[k].tp) for k in on_type[g]],
+                    [m.gpus[g, t]] + [m.x[k, t] for k in on_type[g]],
+                ),
+                None,
+            )
+            for g in m.G
+            for t in m.T
+        },
     )
     caps = {g.name: g.max_gpus for g in data.gpus if g.max_gpus is not None}
     if caps:

@@ -45,7 +45,7 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
     if data.maximize_throughput:
         m.alpha = pyo.Var(domain=pyo.NonNegativeReals)
     else:
-        m.alpha = pyo.Param(initialize=1.0)
+        m.alpha = 1.0  # a constant, not a Param: fixed data stays out of Pyomo's way
 
     add_coverage(m, data)
     add_prefill_capacity(m, data)

@@ -6,6 +6,7 @@ import pyomo.environ as pyo
 
 from fleetopt.formulation.data import ProgramData
 from fleetopt.formulation.resources import add_resource_rows
+from fleetopt.formulation.rows import add_rows, linear
 from fleetopt.perf.operating_point import PREFILL, PROFILE
 
 
@@ -35,35 +36,32 @@ def add_pooling(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -> 
     for k in configs:
         bound = max(m.x[k, t].ub for t in m.T)
         steps[k] = max(1, min(len(data.configs[k].queue.increments), bound))
-    m.fill_index = pyo.Set(
-        initialize=[(k, j, t) for k in configs for j in range(1, steps[k] + 1) for t in m.T],
-        dimen=3,
-    )
-    m.fill = pyo.Var(m.fill_index, domain=pyo.Binary)
+    fills = [(k, j, t) for k in configs for j in range(1, steps[k] + 1) for t in m.T]
+    m.fill = pyo.Var(fills, domain=pyo.Binary)
     m.beyond = pyo.Var(configs, m.T, domain=pyo.NonNegativeIntegers)
-    m.pool_split = pyo.Constraint(
-        configs,
-        m.T,
-        rule=lambda _, k, t: (
-            m.x[k, t] == sum(m.fill[k, j, t] for j in range(1, steps[k] + 1)) + m.beyond[k, t]
-        ),
-    )
-    m.pool_order = pyo.Constraint(
-        [(k, j, t) for k, j, t in m.fill_index if j < steps[k]],
-        rule=lambda _, k, j, t: m.fill[k, j, t] >= m.fill[k, j + 1, t],
-    )
-    m.pool_beyond = pyo.Constraint(
-        configs,
-        m.T,
-        rule=lambda _, k, t: m.beyond[k, t] <= (m.x[k, t].ub or 0) * m.fill[k, steps[k], t],
-    )
-
-    def capacity_row(_, k, t):
-        config = data.configs[k]
-        curve = config.queue
-        load = sum(use[PREFILL] * m.r[c, k, t] for c, use in config.usage.items())
-        carried = sum(curve.increments[j - 1] * m.fill[k, j, t] for j in range(1, steps[k] + 1))
-        carried += curve.tail_rate * m.beyond[k, t]
-        return load <= config.capacity[PREFILL] * carried
-
-    m.prefill_pooled = pyo.Constraint(configs, m.T, rule=capacity_row)
+    split, order, beyond, pooled = {}, {}, {}, {}
+    for k in configs:
+        config, n = data.configs[k], steps[k]
+        users = [(c, use[PREFILL]) for c, use in config.usage.items()]
+        cap, curve = config.capacity[PREFILL], config.queue
+        load = [u for _, u in users]
+        carried = [-cap * curve.increments[j - 1] for j in range(1, n + 1)] + [
+            -cap * curve.tail_rate
+        ]
+        for t in m.T:
+            fill = [m.fill[k, j, t] for j in range(1, n + 1)]
+            split[k, t] = (
+                0.0,
+                linear([1.0] + [-1.0] * (n + 1), [m.x[k, t], *fill, m.beyond[k, t]]),
+                0.0,
+            )
+            for j in range(1, n):
+                order[k, j, t] = (0.0, linear([1.0, -1.0], [fill[j - 1], fill[j]]), None)
+            bound = float(m.x[k, t].ub or 0)
+            beyond[k, t] = (None, linear([1.0, -bound], [m.beyond[k, t], fill[-1]]), 0.0)
+            routed = [m.r[c, k, t] for c, _ in users]
+            pooled[k, t] = (None, linear(load + carried, [*routed, *fill, m.beyond[k, t]]), 0.0)
+    add_rows(m, "pool_split", split)
+    add_rows(m, "pool_order", order)
+    add_rows(m, "pool_beyond", beyond)
+    add_rows(m, "prefill_pooled", pooled)

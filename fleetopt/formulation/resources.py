@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.rows import add_rows, linear
 
 
 def add_resource_rows(
@@ -24,8 +25,8 @@ def add_resource_rows(
             if cap is None:
                 continue
             users = [(c, use[resource]) for c, use in config.usage.items() if use.get(resource)]
+            coefs = [u for _, u in users] + [-cap]
             for t in m.T:
-                load = sum(u * m.r[c, k, t] for c, u in users)
-                rows[resource, k, t] = load <= cap * m.x[k, t]
-    if rows:
-        setattr(m, family, pyo.Constraint(list(rows), rule=lambda _, res, k, t: rows[res, k, t]))
+                terms = [m.r[c, k, t] for c, _ in users] + [m.x[k, t]]
+                rows[resource, k, t] = (None, linear(coefs, terms), 0.0)
+    add_rows(m, family, rows)

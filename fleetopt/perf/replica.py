@@ -203,9 +203,11 @@ class Replica:
         return chunk_tokens * self.linear_s_per_token
 
     def chunked_prefill_steps(self, prompt_tokens: float, chunk_tokens: int) -> int:
-        """Steps a prompt takes when each step gives it the chunk's compute time."""
+        """Steps a prompt takes when each step gives it the chunk's compute time, and no fewer
+        than its chunks (the roofline's prompt time alone ensures that; measured curves not)."""
         per_step = self.chunk_compute_s(chunk_tokens)
-        return max(1, math.ceil(prompt_tokens * self.prefill_s_per_token(prompt_tokens) / per_step))
+        need = prompt_tokens * self.prefill_s_per_token(prompt_tokens) / per_step
+        return max(1, math.ceil(need), math.ceil(prompt_tokens / chunk_tokens))
 
     def kv_transfer_s(self, prompt_tokens: float) -> float:
         return prompt_tokens * self.kv_bytes_per_token / self.kv_transfer_bytes_per_s

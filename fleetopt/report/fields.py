@@ -79,7 +79,7 @@ def rows(model: type[BaseModel] = Instance, prefix: str = "") -> list[list[str]]
     docs = field_docs(model)
     out = []
     for name, field in model.model_fields.items():
-        path = f"{prefix}{name}"
+        path = f"{prefix}{field.alias or name}"
         default = "required"
         if field.default is not PydanticUndefined:
             default = "null" if field.default is None else f"`{field.default}`"
@@ -90,7 +90,7 @@ def rows(model: type[BaseModel] = Instance, prefix: str = "") -> list[list[str]]
         nested = _nested(field.annotation)
         meaning = docs.get(name) or next((" ".join((m.__doc__ or "").split()) for m in nested), "")
         out.append([f"`{path}`", kind, default, meaning])
-        many = get_origin(field.annotation) is list
+        many = list in {get_origin(a) for a in (field.annotation, *get_args(field.annotation))}
         for sub in nested:
             out.extend(rows(sub, f"{path}[]." if many else f"{path}."))
     return out

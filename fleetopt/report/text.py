@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleetopt.plan import Plan
+from fleetopt.report.lengths import length_lines, length_rows
 
 
 def fmt_number(value: float | None, digits: int = 0) -> str:
@@ -179,6 +180,11 @@ def to_table(plan: Plan) -> str:
             grid(*pool_rows(plan)),
             grid(*workload_rows(plan)),
             *([grid(*period_rows(plan))] if plan.periods else []),
+            *(
+                [grid(*length_rows(plan)), "\n".join(length_lines(plan))]
+                if plan.length_routing
+                else []
+            ),
             "\n".join(summary_lines(plan)),
         ]
     )
@@ -201,6 +207,15 @@ def to_markdown(plan: Plan) -> str:
                 "## Workloads",
                 markdown_table(*workload_rows(plan)),
                 *(["## Periods", markdown_table(*period_rows(plan))] if plan.periods else []),
+                *(
+                    [
+                        "## Length routing",
+                        markdown_table(*length_rows(plan)),
+                        "\n".join(f"- {line.strip()}" for line in length_lines(plan)),
+                    ]
+                    if plan.length_routing
+                    else []
+                ),
                 "## Totals",
                 "\n".join(f"- {line}" for line in summary_lines(plan)),
             ]

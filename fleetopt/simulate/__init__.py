@@ -29,11 +29,16 @@ def request_stream(
     seed: int = 0,
 ) -> Requests:
     """The trace's first `count` requests, or `count` synthetic ones at the plan's rates."""
+    from fleetopt.workload import replay  # length buckets of a workload given as data
+
     names = [w.name for w in plan.workloads]
     if trace is not None:
-        requests = load_trace(trace, names, assign)
+        routed = replay.sources(plan)
+        requests = load_trace(trace, routed or names, assign)
+        requests = replay.into_buckets(requests, plan) if routed else requests
         return requests.head(count) if count else requests
     workloads = {w.name: w for w in resolved.instance.workloads}
+    workloads |= {w.name: w for w in replay.bucket_workloads(plan, resolved.instance)}
     missing = [n for n in names if n not in workloads]
     if missing:
         raise InputError(f"plan workload(s) {', '.join(missing)} not in the instance")

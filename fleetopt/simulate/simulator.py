@@ -17,6 +17,7 @@ import numpy as np
 from fleetopt.catalog import Resolved
 from fleetopt.configs import limits_of
 from fleetopt.errors import InputError
+from fleetopt.perf.curves import replica_for
 from fleetopt.perf.replica import Replica
 from fleetopt.plan import Plan, PoolPlan
 from fleetopt.simulate.arrivals import Requests
@@ -65,7 +66,8 @@ def pool_replicas(plan: Plan, resolved: Resolved) -> list[Replica]:
         if pool.model not in resolved.models or pool.gpu not in resolved.gpus:
             raise InputError(f"{where}: model or GPU type not in the instance")
         model, gpu = resolved.models[pool.model], resolved.gpus[pool.gpu]
-        replicas.append(Replica(model, gpu, pool.tensor_parallel))
+        profiles = resolved.instance.profiles
+        replicas.append(replica_for(model, gpu, pool.tensor_parallel, pool.role, profiles))
     return replicas
 
 

@@ -1,0 +1,148 @@
+"""Solve time at fleet scale: seeded instances grown in GPU types × models × classes × periods.
+
+    python benchmarks/scale.py [--sizes typical,medium,large] [--mip-gap 0.005] [--time-limit 600]
+                               [--seed 0] [--no-cli] [--pricing] [--whole]
+
+Every instance allows tp 1/2/4/8 and both serving modes. Prints per size: configs (after
+dominated ones are dropped), blocks (independent sub-programs solved one by one), variables and
+constraints (summed over blocks), enumerate seconds (catalog + perf + configs), build seconds
+(Pyomo), hand-off seconds (Pyomo to HiGHS and back), solve seconds (HiGHS), the gap, $/h, and
+end-to-end seconds of `fleetopt solve` on the same instance in a fresh process (start-up
+included). `--whole` solves the program as one model instead of block by block (the "before"
+figure of the split). Figures go to docs/benchmarks.md with the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from fleetopt.catalog import resolve
+from fleetopt.configs import enumerate_configs
+from fleetopt.instance import parse_instance
+from fleetopt.pipeline import program_data, solve_program
+from fleetopt.solve import SolveOptions
+
+GPUS = ["h100-sxm", "a100-80gb", "l40s", "h200", "l4", "a10g", "a100-40gb", "h100-pcie", "b200"]
+GPUS += ["mi300x"]
+MODELS = ["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b", "mistral-7b", "qwen2.5-7b", "mixtral-8x7b"]
+SIZES = {  # GPU types, models, classes, periods
+    "typical": (4, 1, 3, 1),
+    "medium": (6, 3, 12, 6),
+    "large": (10, 6, 30, 24),
+}
+
+
+def instance(name: str, gpus: int, models: int, classes: int, periods: int, seed: int, pricing):
+    """Classes spread over the models, with seeded rates, lengths and SLOs; `periods` distinct
+    seeded demand levels (the hard case: no two periods merge)."""
+    rng = random.Random(seed)
+    workloads = [
+        {
+            "name": f"class-{i}",
+            "model": MODELS[i % models],
+            "requests_per_s": round(rng.uniform(2.0, 40.0), 1),
+            "input_tokens": rng.choice([250, 500, 1000, 2000, 4000]),
+            "output_tokens": rng.choice([100, 200, 400, 800]),
+            "slo": {"ttft_ms": rng.choice([750, 1500, 3000]), "tpot_ms": rng.choice([40, 60, 90])},
+        }
+        for i in range(classes)
+    ]
+    data = {
+        "name": name,
+        "gpus": [{"type": g} for g in GPUS[:gpus]],
+        "models": [{"name": m, "weight_dtype": "fp8", "kv_dtype": "fp8"} for m in MODELS[:models]],
+        "workloads": workloads,
+        "serving": {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2, 4, 8]},
+    }
+    if periods > 1:
+        levels = [round(rng.uniform(0.25, 1.0), 3) for _ in range(periods)]
+        data["demand_profile"] = {"period_hours": 1, "multipliers": levels}
+    if pricing:
+        data["pricing"] = {
+            "reserved_price_factor": 0.6,
+            "spot_price_factor": 0.35,
+            "spot_max_fraction": 0.25,
+        }
+    return data
+
+
+def measure(data: dict, options: SolveOptions, whole: bool) -> dict:
+    start = time.perf_counter()
+    resolved = resolve(parse_instance(data))
+    config_set = enumerate_configs(resolved)
+    program = program_data(resolved, config_set)
+    enumerated = time.perf_counter() - start
+    solved = solve_program(program, options, split=not whole)
+    s, o = solved.stats, solved.outcome
+    return {
+        "configs": len(program.configs),
+        "blocks": s.blocks,
+        "vars": s.variables,
+        "rows": s.constraints,
+        "enum": enumerated,
+        "build": s.build_seconds,
+        "handoff": s.handoff_seconds,
+        "solve": s.solve_seconds,
+        "total": time.perf_counter() - start,
+        "gap": o.gap,
+        "status": o.status,
+        "cost": None if solved.solution is None else solved.solution.cost_per_hour,
+    }
+
+
+def cli_seconds(data: dict, options: SolveOptions) -> float:
+    """`fleetopt solve` end to end in a fresh interpreter: start-up, solve, verify, print."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "instance.yaml"
+        path.write_text(yaml.safe_dump(data))
+        command = [sys.executable, "-m", "fleetopt.cli", "solve", str(path)]
+        command += ["--mip-gap", str(options.mip_gap), "--format", "json"]
+        if options.time_limit is not None:
+            command += ["--time-limit", str(options.time_limit)]
+        start = time.perf_counter()
+        subprocess.run(command, check=False, capture_output=True)
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument("--mip-gap", type=float, default=0.005)
+    parser.add_argument("--time-limit", type=float, default=600.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
+    parser.add_argument("--pricing", action="store_true", help="add reserved/spot price tiers")
+    parser.add_argument("--whole", action="store_true", help="one model, no blocks")
+    args = parser.parse_args()
+    options = SolveOptions(time_limit=args.time_limit, mip_gap=args.mip_gap)
+    header = (
+        f"{'size':<8} {'configs':>7} {'blocks':>6} {'vars':>8} {'rows':>8} {'enum s':>7} "
+        f"{'build s':>7} {'hand s':>7} {'solve s':>8} {'total s':>8} {'build%':>6} "
+        f"{'gap':>7} {'status':<8} {'$/h':>9} {'cli s':>7}"
+    )
+    print(header)
+    for size in args.sizes.split(","):
+        data = instance(size, *SIZES[size], seed=args.seed, pricing=args.pricing)
+        r = measure(data, options, args.whole)
+        lean = (r["build"] + r["handoff"]) / r["total"]
+        gap = "-" if r["gap"] is None else f"{r['gap']:.2%}"
+        cost = "-" if r["cost"] is None else f"{r['cost']:,.2f}"
+        cli = "-" if args.no_cli else f"{cli_seconds(data, options):.2f}"
+        print(
+            f"{size:<8} {r['configs']:>7} {r['blocks']:>6} {r['vars']:>8} {r['rows']:>8} "
+            f"{r['enum']:>7.2f} {r['build']:>7.2f} {r['handoff']:>7.2f} {r['solve']:>8.2f} "
+            f"{r['total']:>8.2f} {lean:>6.0%} {gap:>7} {r['status']:<8} {cost:>9} {cli:>7}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

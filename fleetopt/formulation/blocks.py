@@ -1,0 +1,139 @@
+"""Independent blocks of the program, solved one at a time and merged: exact, and much smaller.
+
+Without price tiers, budget or throughput objective, nothing links two periods: each period's
+cost is its own fleet's, and the objective is their hour-weighted sum, so each period is a
+program of its own. Two models are linked only through a GPU type both may use that has an
+availability cap or whole nodes (their GPUs add up in one row); elsewhere each model's fleet is
+priced on its own. The optimum of the whole is the sum of the blocks' optima, and a gap of g on
+every block is a gap of at most g on the whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import pyomo.environ as pyo
+
+from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.tiers import period_cost
+
+
+@dataclass(frozen=True)
+class Block:
+    """A sub-program: some models' classes and configs over some periods."""
+
+    data: ProgramData
+    configs: list[int]
+    """The whole program's index of each of the block's configs."""
+    periods: list[int]
+    """The whole program's index of each of the block's periods."""
+
+
+def independent_blocks(data: ProgramData) -> list[Block]:
+    """The program split into blocks that share no variable and no row (one block when every
+    period or model is linked)."""
+    linked = data.tiers is not None or data.maximize_throughput or data.budget_per_hour is not None
+    period_groups = (
+        [list(range(len(data.periods)))] if linked else [[t] for t in range(len(data.periods))]
+    )
+    blocks = []
+    for models in _model_groups(data, linked):
+        configs = [k for k, config in enumerate(data.configs) if config.model in models]
+        classes = [c for c in data.classes if c.model in models]
+        for periods in period_groups:
+            sub = dataclasses.replace(
+                data,
+                classes=classes,
+                configs=[data.configs[k] for k in configs],
+                periods=[data.periods[t] for t in periods],
+            )
+            blocks.append(Block(sub, configs, periods))
+    return blocks
+
+
+def whole_block(data: ProgramData) -> Block:
+    """The program as one block (to measure what the split saves)."""
+    return Block(data, list(range(len(data.configs))), list(range(len(data.periods))))
+
+
+def _model_groups(data: ProgramData, linked: bool) -> list[set[str]]:
+    """Models joined when a linking GPU type (capped, whole nodes, or any type when linked) may
+    serve both."""
+    models = sorted({c.model for c in data.classes})
+    if linked:
+        return [set(models)]
+    shared = {g.name for g in data.gpus if g.max_gpus is not None or g.gpus_per_node}
+    group = {m: {m} for m in models}
+    users: dict[str, set[str]] = {}
+    for config in data.configs:
+        if config.gpu in shared:
+            users.setdefault(config.gpu, set()).add(config.model)
+    for together in users.values():
+        merged = set().union(*(group[m] for m in together))
+        for m in merged:
+            group[m] = merged
+    return list({id(g): g for g in group.values()}.values())
+
+
+@dataclass
+class Solution:
+    """The values of a solved program under the model's component names, so that a plan reads
+    the same whether it came from one model or from merged blocks."""
+
+    T: list[int]
+    E: list[tuple[str, int]]
+    G: list[str]
+    alpha: float = 1.0
+    x: dict[tuple[int, int], float] = field(default_factory=dict)
+    r: dict[tuple[str, int, int], float] = field(default_factory=dict)
+    gpus: dict[tuple[str, int], float] = field(default_factory=dict)
+    reserved: dict[str, float] = field(default_factory=dict)
+    on_demand: dict[tuple[str, int], float] = field(default_factory=dict)
+    spot: dict[tuple[str, int], float] = field(default_factory=dict)
+    cost_per_hour: float = 0.0
+
+
+def empty_solution(data: ProgramData) -> Solution:
+    """Every variable at zero: blocks add their values in."""
+    periods = list(range(len(data.periods)))
+    gpus = [g.name for g in data.gpus]
+    return Solution(
+        T=periods,
+        E=data.eligible(),
+        G=gpus,
+        x={(k, t): 0.0 for k in range(len(data.configs)) for t in periods},
+        r={(c, k, t): 0.0 for c, k in data.eligible() for t in periods},
+        gpus={(g, t): 0.0 for g in gpus for t in periods},
+        reserved=dict.fromkeys(gpus, 0.0) if data.tiers else {},
+        on_demand={(g, t): 0.0 for g in gpus for t in periods} if data.tiers else {},
+        spot={(g, t): 0.0 for g in gpus for t in periods} if data.tiers else {},
+    )
+
+
+def add_block(whole: Solution, block: Block, m: pyo.ConcreteModel) -> None:
+    """Adds a solved block model's values into the whole program's solution."""
+    k_of, t_of = block.configs, block.periods
+    whole.alpha = pyo.value(m.alpha)
+    for (k, t), var in m.x.items():
+        whole.x[k_of[k], t_of[t]] += var.value or 0.0
+    for (c, k, t), var in m.r.items():
+        whole.r[c, k_of[k], t_of[t]] += var.value or 0.0
+    for (g, t), var in m.gpus.items():
+        whole.gpus[g, t_of[t]] += var.value or 0.0
+    if block.data.tiers is not None:
+        for g, var in m.reserved.items():
+            whole.reserved[g] += var.value or 0.0
+        for (g, t), var in m.on_demand.items():
+            whole.on_demand[g, t_of[t]] += var.value or 0.0
+        for (g, t), var in m.spot.items():
+            whole.spot[g, t_of[t]] += var.value or 0.0
+
+
+def finish(whole: Solution, data: ProgramData) -> Solution:
+    """The cost per hour, from the merged GPU counts."""
+    hours = data.total_hours
+    whole.cost_per_hour = (
+        sum(p.hours * period_cost(whole, data, t) for t, p in enumerate(data.periods)) / hours
+    )
+    return whole

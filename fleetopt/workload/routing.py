@@ -1,0 +1,220 @@
+"""Solve a data-given instance split into length buckets, beside the simple answers.
+
+The program prices every split (it may share pools between buckets, so no per-bucket score
+stands in for it). Answers, each a set of boundaries per data-given workload:
+
+- one pool: no boundary, the whole mix one request class;
+- best two-pool: each candidate boundary alone, the cheapest kept (per workload);
+- optimised: from the cheaper of those two, add the candidate boundary that lowers the cost most,
+  while it saves more than AUTO_GAIN (`buckets: auto`) or anything at all, up to N buckets
+  (`buckets: N`).
+
+The plan is the cheapest answer within `buckets`, so routing by length never costs more than
+the simple answers; `length_routing` records the buckets, their tail lengths and every cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fleetopt.errors import InfeasibleError
+from fleetopt.instance import Instance, TokenDistribution, Workload
+from fleetopt.plan import Plan
+from fleetopt.solve import SolveOptions
+from fleetopt.workload.buckets import (
+    QUANTILES,
+    Bucket,
+    bucket_workload,
+    buckets_between,
+    candidates,
+)
+from fleetopt.workload.derive import Sample, sample_of
+
+AUTO_GAIN = 0.01
+"""`buckets: auto` adds a boundary while it cuts the plan's cost by more than this share."""
+
+Edges = dict[str, tuple[int, ...]]
+"""Lower prompt-length edges of each data-given workload's buckets (the first is always 1)."""
+Answer = tuple[Edges, Plan | None, InfeasibleError | None]
+
+
+class Router:
+    """The data-given workloads of an instance, and the program's price of each split."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        options: SolveOptions,
+        solve: Callable[[Instance, SolveOptions], Plan],
+    ) -> None:
+        self.instance, self.options, self.solve = instance, options, solve
+        self.workloads = {w.name: w for w in instance.workloads if w.from_data}
+        self.samples: dict[str, Sample] = {n: sample_of(w) for n, w in self.workloads.items()}
+        self.candidates = {n: candidates(s) for n, s in self.samples.items()}
+        self.limit = {n: _limit(w) for n, w in self.workloads.items()}
+        self._answers: dict[tuple, Answer] = {}
+
+    def answer(self, edges: Edges) -> Answer:
+        key = tuple(sorted(edges.items()))
+        if key not in self._answers:
+            try:
+                plan = self.solve(self.split(edges), self.options)
+                self._answers[key] = (edges, plan, None)
+            except InfeasibleError as exc:
+                self._answers[key] = (edges, None, exc)
+        return self._answers[key]
+
+    def split(self, edges: Edges) -> Instance:
+        """The instance with each data-given workload replaced by its buckets."""
+        workloads: list[Workload] = []
+        for w in self.instance.workloads:
+            if w.name not in edges:
+                workloads.append(w)
+                continue
+            parts = buckets_between(w, self.samples[w.name], list(edges[w.name]))
+            workloads += [bucket_workload(w, b, len(parts) == 1) for b in parts]
+        return self.instance.model_copy(update={"workloads": workloads})
+
+    def one_pool(self) -> Answer:
+        return self.answer({n: (1,) for n in self.workloads})
+
+    def best_two_pool(self) -> Answer | None:
+        """Each workload at its cheapest single boundary (the others unsplit while it is tried)."""
+        base = {n: (1,) for n in self.workloads}
+        best = dict(base)
+        for name, edges in self.candidates.items():
+            tries = [self.answer({**base, name: (1, edge)}) for edge in edges]
+            if tries:
+                best[name] = min(tries, key=score)[0][name]
+        return None if best == base else self.answer(best)
+
+    def optimised(self, start: Answer) -> Answer:
+        """Greedy: add the boundary that lowers the cost most while it pays (within limits)."""
+        current = start
+        while True:
+            moves = [
+                (name, {**current[0], name: tuple(sorted({*current[0][name], edge}))})
+                for name, edges in self.candidates.items()
+                for edge in edges
+                if edge not in current[0][name] and len(current[0][name]) < self.limit[name]
+            ]
+            if not moves:
+                return current
+            name, best = min(((n, self.answer(m)) for n, m in moves), key=lambda m: score(m[1]))
+            gain = AUTO_GAIN if self.workloads[name].buckets in (None, "auto") else 0.0
+            if not score(best) < score(current) - gain * abs(score(current)):
+                return current
+            current = best
+
+    def within_limits(self, edges: Edges) -> bool:
+        return all(len(e) <= self.limit[n] for n, e in edges.items())
+
+
+def plan_length_routing(
+    instance: Instance, options: SolveOptions, solve: Callable[[Instance, SolveOptions], Plan]
+) -> Plan:
+    """The cheapest plan over the answers within `buckets`, with `length_routing` filled in."""
+    router = Router(instance, options, solve)
+    answers = {"one_pool": router.one_pool()}
+    two = router.best_two_pool()
+    if two is not None:
+        answers["best_two_pool"] = two
+    start = answers["one_pool"]
+    if two is not None and router.within_limits(two[0]) and score(two) < score(start):
+        start = two
+    answers["optimised"] = router.optimised(start)
+    labels = ("one_pool", "best_two_pool", "optimised")  # in order: ties go to the simplest
+    allowed = [k for k in labels if k in answers and router.within_limits(answers[k][0])]
+    label = min(allowed, key=lambda k: (score(answers[k]), _count(answers[k][0])))
+    edges, plan, error = answers[label]
+    if plan is None:
+        raise error
+    plan.length_routing = _record(router, edges, label, answers)
+    return plan
+
+
+def cost(answer: Answer) -> float:
+    return float("inf") if answer[1] is None else answer[1].cost_per_hour
+
+
+def score(answer: Answer) -> float:
+    """Lower is better: the cost, or with a throughput objective the demand served, negated."""
+    plan = answer[1]
+    if plan is None or plan.objective != "maximize throughput":
+        return cost(answer)
+    return -plan.demand_scale
+
+
+def _limit(workload: Workload) -> int:
+    """Most buckets: N, or with auto one per candidate boundary and one more."""
+    return workload.buckets if isinstance(workload.buckets, int) else len(QUANTILES) + 1
+
+
+def _count(edges: Edges) -> int:
+    return sum(len(e) for e in edges.values())
+
+
+def _record(router: Router, edges: Edges, label: str, answers: dict[str, Answer]) -> dict:
+    """The plan's `length_routing` section (JSON names are public)."""
+
+    def priced(key: str) -> float | None:
+        return None if key not in answers or answers[key][1] is None else cost(answers[key])
+
+    def boundaries(key: str) -> dict[str, list[int]] | None:
+        return None if key not in answers else {n: list(e[1:]) for n, e in answers[key][0].items()}
+
+    buckets = []
+    for name, lows in edges.items():
+        w = router.workloads[name]
+        parts = buckets_between(w, router.samples[name], list(lows))
+        buckets += [_bucket_row(w, b, len(parts) == 1) for b in parts]
+    chosen = priced(label)
+    return {
+        "chosen": label,
+        "boundaries": {n: list(e[1:]) for n, e in edges.items()},
+        "candidate_boundaries": router.candidates,
+        "buckets": buckets,
+        "one_pool_cost_per_hour": priced("one_pool"),
+        "best_two_pool_cost_per_hour": priced("best_two_pool"),
+        "best_two_pool_boundaries": boundaries("best_two_pool"),
+        "optimised_cost_per_hour": priced("optimised"),
+        "optimised_boundaries": boundaries("optimised"),
+        **{
+            f"{key}_demand_scale": None
+            if key not in answers or answers[key][1] is None
+            else answers[key][1].demand_scale
+            for key in ("one_pool", "best_two_pool", "optimised")
+        },
+        **{
+            f"saving_vs_{key}_per_hour": None
+            if priced(key) is None
+            else round(priced(key) - chosen, 9)
+            for key in ("one_pool", "best_two_pool")
+        },
+    }
+
+
+def _bucket_row(workload: Workload, bucket: Bucket, alone: bool) -> dict:
+    prompt = TokenDistribution(**bucket.input_tokens)
+    percentile = 99.0 if bucket.percentile is None else bucket.percentile
+    return {
+        "name": bucket.name(alone),
+        "source": bucket.source,
+        "input_tokens_from": bucket.low,
+        "input_tokens_to": None if bucket.high is None else bucket.high - 1,
+        "requests_share": round(bucket.share, 9),
+        "requests_per_s": workload.rate * bucket.share,
+        "input_tokens": bucket.input_tokens,
+        "output_tokens": bucket.output_tokens,
+        "slo_percentile": bucket.percentile,
+        "ttft_input_tokens": prompt.at_percentile(percentile),
+        "ttft_length": tail_label(prompt, percentile),
+    }
+
+
+def tail_label(lengths: TokenDistribution, percentile: float) -> str:
+    """Which stated length `at_percentile` uses: what sizes the bucket's TTFT."""
+    for level, value in ((50, lengths.p50), (90, lengths.p90), (99, lengths.p99)):
+        if value is not None and level >= percentile:
+            return f"p{level}"
+    return "max" if lengths.max is not None else "mean"

@@ -1,0 +1,102 @@
+"""Stopping a solve early: a time limit or Ctrl-C returns the incumbent as `feasible` with its
+gap; Ctrl-C before there is one ends cleanly with exit code 130 and one line.
+
+The hard models are market-split problems (Cornuéjols and Dawande): a few equality rows over
+binaries that branch and bound cannot settle in seconds. With slack on the rows an incumbent
+exists from the start but optimality takes long to prove; without slack there is no incumbent
+for a long time. Neither depends on fleetopt's cost model, so the tests stay hard as it changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyomo.environ as pyo
+
+from fleetopt.solve import SolveOptions, run_highs
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTLE_S = 1.0
+"""Wait between the child's start of the solve and Ctrl-C: the models are tiny, so HiGHS is then
+solving, and with slack has had its first incumbent since its first heuristic (0.0 s)."""
+
+
+def market_split(rows: int, slack: bool, seed: int = 0) -> pyo.ConcreteModel:
+    """Σ_i a_ri·x_i = ⌊Σ_i a_ri / 2⌋ for each row r, x binary, 10·(rows−1) columns; with
+    `slack`, minimise the total deviation from the right-hand sides instead."""
+    rnd = random.Random(seed)
+    n = 10 * (rows - 1)
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(n), domain=pyo.Binary)
+    m.over = pyo.Var(range(rows), domain=pyo.NonNegativeReals, bounds=(0, None if slack else 0))
+    m.under = pyo.Var(range(rows), domain=pyo.NonNegativeReals, bounds=(0, None if slack else 0))
+    m.rows = pyo.ConstraintList()
+    for r in range(rows):
+        a = [rnd.randint(0, 99) for _ in range(n)]
+        body = sum(a[i] * m.x[i] for i in range(n)) + m.over[r] - m.under[r]
+        m.rows.add(body == sum(a) // 2)
+    m.deviation = pyo.Objective(expr=sum(m.over[r] + m.under[r] for r in range(rows)))
+    return m
+
+
+def test_a_time_limit_returns_the_incumbent_as_feasible_with_its_gap():
+    outcome = run_highs(market_split(4, slack=True), SolveOptions(time_limit=1.0))
+    assert outcome.status == "feasible"
+    assert outcome.objective is not None and outcome.bound is not None
+    assert outcome.gap is not None and outcome.gap > 0
+    assert not outcome.interrupted
+
+
+CHILD = """
+import json, sys
+from fleetopt.errors import Interrupted
+from fleetopt.solve import SolveOptions, run_highs
+from tests.test_interrupt import market_split
+model = market_split(4, slack=sys.argv[1] == "slack")
+print("READY", flush=True)
+try:
+    outcome = run_highs(model, SolveOptions())
+except Interrupted as exc:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(exc.exit_code)
+print("OUTCOME " + json.dumps(outcome.__dict__))
+"""
+
+
+def _interrupt(kind: str) -> subprocess.CompletedProcess:
+    """Solve in a child process and Ctrl-C it once HiGHS is at work."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, kind],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline() == "READY\n"
+    time.sleep(SETTLE_S)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+def test_ctrl_c_with_an_incumbent_returns_it_as_feasible_with_its_gap():
+    done = _interrupt("slack")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout.split("OUTCOME ", 1)[1])
+    assert outcome["status"] == "feasible" and outcome["interrupted"]
+    assert outcome["objective"] is not None and outcome["gap"] is not None
+    assert "Traceback" not in done.stderr and "kInterrupt" not in done.stdout + done.stderr
+
+
+def test_ctrl_c_without_an_incumbent_exits_130_with_one_line():
+    done = _interrupt("exact")
+    assert done.returncode == 130
+    assert done.stderr.strip() == "error: interrupted before the solver found any plan"

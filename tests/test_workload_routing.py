@@ -1,0 +1,186 @@
+"""Length routing: a data-given mix split into prompt-length buckets, each held to its own tail
+length, priced by the program beside one pool for all lengths and the best single boundary;
+a trace replayed against the plan lands each row in its bucket and the plan holds."""
+
+from __future__ import annotations
+
+import copy
+import json
+from itertools import pairwise
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from fleetopt.catalog import resolve
+from fleetopt.cli import main
+from fleetopt.instance import TokenDistribution, parse_instance
+from fleetopt.pipeline import plan_fleet
+from fleetopt.simulate import request_stream, simulate_plan
+from fleetopt.workload.buckets import bucket_percentile
+from fleetopt.workload.routing import Router, cost
+
+CELLS = [(200, 50, 0.5), (2000, 50, 0.4), (12000, 20, 0.1)]
+"""Short chat, medium prompts and a long-prompt tail (candidate boundaries 201 and 2001) at
+100 req/s: the long prompts' TTFT queueing need not be paid for the short ones, so a split pays."""
+
+
+def _instance(workload: dict) -> dict:
+    return {
+        "name": "lengths",
+        "gpus": [{"type": "l40s"}, {"type": "h100-sxm"}],
+        "models": [{"name": "llama-3.1-8b"}],
+        "workloads": [
+            {
+                "name": "chat",
+                "model": "llama-3.1-8b",
+                "slo": {"ttft_ms": 1000, "tpot_ms": 40, "percentile": 99},
+                **workload,
+            }
+        ],
+        "serving": {"modes": ["colocated"], "tensor_parallel": [1]},
+    }
+
+
+HISTOGRAM = _instance(
+    {
+        "requests_per_s": 100,
+        "lengths": {
+            "histogram": [{"input_tokens": i, "output_tokens": o, "share": s} for i, o, s in CELLS]
+        },
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return plan_fleet(parse_instance(copy.deepcopy(HISTOGRAM)))
+
+
+def test_one_pool_is_the_whole_mix_as_one_class(plan):
+    """The one-pool answer is the plan of the mix written out by hand as one class."""
+    by_hand = _instance(
+        {
+            "requests_per_s": 100,
+            "input_tokens": {
+                "mean": 2100,
+                "min": 200,
+                "p50": 200,
+                "p90": 2000,
+                "p99": 12000,
+                "max": 12000,
+            },
+            "output_tokens": {"mean": 47, "min": 20, "p50": 50, "p90": 50, "p99": 50, "max": 50},
+        }
+    )
+    expected = plan_fleet(parse_instance(by_hand)).cost_per_hour
+    assert plan.length_routing["one_pool_cost_per_hour"] == pytest.approx(expected)
+
+
+def test_the_best_two_pool_answer_is_the_cheapest_single_boundary(plan):
+    instance = parse_instance(copy.deepcopy(HISTOGRAM))
+    router = Router(instance, None, plan_fleet)
+    assert router.candidates == {"chat": [201, 2001]}
+    singles = [cost(router.answer({"chat": (1, edge)})) for edge in (201, 2001)]
+    routing = plan.length_routing
+    assert routing["best_two_pool_cost_per_hour"] == pytest.approx(min(singles))
+    assert routing["best_two_pool_boundaries"]["chat"] == [[201, 2001][int(np.argmin(singles))]]
+
+
+def test_the_plan_is_the_cheapest_answer_and_states_its_saving(plan):
+    routing = plan.length_routing
+    answers = [routing[f"{k}_cost_per_hour"] for k in ("one_pool", "best_two_pool", "optimised")]
+    assert plan.cost_per_hour == pytest.approx(min(a for a in answers if a is not None))
+    for key in ("one_pool", "best_two_pool"):
+        saving = routing[f"saving_vs_{key}_per_hour"]
+        assert saving == pytest.approx(routing[f"{key}_cost_per_hour"] - plan.cost_per_hour)
+        assert saving >= 0
+    assert [w.name for w in plan.workloads] == [b["name"] for b in routing["buckets"]]
+
+
+def test_buckets_cover_the_mix_and_carry_its_rate(plan):
+    buckets = plan.length_routing["buckets"]
+    assert sum(b["requests_share"] for b in buckets) == pytest.approx(1)
+    assert sum(b["requests_per_s"] for b in buckets) == pytest.approx(100)
+    assert buckets[0]["input_tokens_from"] == 1 and buckets[-1]["input_tokens_to"] is None
+    for lower, upper in pairwise(buckets):
+        assert upper["input_tokens_from"] == lower["input_tokens_to"] + 1
+
+
+def test_each_bucket_is_sized_at_its_tail_length_not_its_mean(plan):
+    """A bucket's TTFT length is its prompt length at its own percentile, and the percentiles
+    leave the workload as a whole its SLO: Σ share·(100 − p_b) ≤ 100 − 99."""
+    buckets = plan.length_routing["buckets"]
+    for b in buckets:
+        prompt = TokenDistribution(**b["input_tokens"])
+        assert b["ttft_input_tokens"] == prompt.at_percentile(b["slo_percentile"])
+        assert b["ttft_input_tokens"] >= prompt.mean
+    misses = sum(b["requests_share"] * (100 - b["slo_percentile"]) for b in buckets)
+    assert misses <= 1 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("share", "high", "expected"),
+    [(0.3, None, 100 - (1 - 0.7 * 0.1) / 0.3), (0.3, 500, 99.9), (1.0, None, 99.0)],
+)
+def test_bucket_percentiles_by_hand(share, high, expected):
+    assert bucket_percentile(99, share, high) == pytest.approx(expected)
+
+
+def test_one_bucket_is_one_pool():
+    data = copy.deepcopy(HISTOGRAM)
+    data["workloads"][0]["buckets"] = 1
+    plan = plan_fleet(parse_instance(data))
+    assert plan.length_routing["chosen"] == "one_pool"
+    assert [w.name for w in plan.workloads] == ["chat"]
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    """4,000 Poisson arrivals at 100 req/s with the histogram's lengths (seed 0)."""
+    rng = np.random.default_rng(0)
+    count = 4000
+    arrivals = np.cumsum(rng.exponential(1 / 100, count))
+    cells = rng.choice(len(CELLS), size=count, p=[c[2] for c in CELLS])
+    path = tmp_path_factory.mktemp("trace") / "trace.csv"
+    rows = [f"{t:.4f},{CELLS[c][0]},{CELLS[c][1]}" for t, c in zip(arrivals, cells, strict=True)]
+    path.write_text("time,input_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_trace_replays_into_the_buckets_and_the_plan_holds(trace):
+    """Every row lands in the bucket whose prompt range holds it, and each bucket meets its
+    percentile within one point."""
+    instance = parse_instance(_instance({"trace": str(trace), "rate": "from_trace"}))
+    plan, resolved = plan_fleet(instance), resolve(instance)
+    requests = request_stream(plan, resolved, trace=str(trace))
+    assert len(plan.length_routing["buckets"]) > 1  # the mix splits (CELLS)
+    for index, b in enumerate(plan.length_routing["buckets"]):
+        top = b["input_tokens_to"] or np.inf
+        inside = (requests.input_tokens >= b["input_tokens_from"]) & (requests.input_tokens <= top)
+        assert (requests.workload[inside] == index).all() and inside.any()
+    report = simulate_plan(plan, resolved, requests)
+    assert report["refused"] == 0
+    for w in report["workloads"]:
+        assert w["slo_attainment"]["both"] >= w["slo"]["percentile"] / 100 - 0.01, w["name"]
+
+
+def test_solve_and_simulate_from_the_command_line(trace, tmp_path):
+    """The table shows the buckets and the answers; simulate --trace replays the plan JSON."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.csv").write_text(trace.read_text())
+    instance = tmp_path / "i.yaml"
+    instance.write_text(yaml.safe_dump(_instance({"trace": "data/t.csv", "rate": "from_trace"})))
+    table = CliRunner().invoke(main, ["solve", str(instance)])
+    assert table.exit_code == 0, table.output
+    assert "length routing:" in table.output and "one pool for all lengths" in table.output
+    plan = tmp_path / "plan.json"
+    solved = CliRunner().invoke(main, ["solve", str(instance), "--format", "json", "-o", str(plan)])
+    assert solved.exit_code == 0, solved.output
+    args = ["simulate", str(plan), "--instance", str(instance), "--trace", str(trace)]
+    result = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    buckets = json.loads(plan.read_text())["length_routing"]["buckets"]
+    report = json.loads(result.output)
+    assert [w["name"] for w in report["workloads"]] == [b["name"] for b in buckets]
