@@ -291,7 +291,8 @@ class Workload(Strict):
     plan to hold under replay. Absent = the mean rate."""
     buckets: Literal["auto"] | Annotated[int, Field(ge=1)] | None = None
     """Length buckets to split a data-given mix into: `auto` (absent) adds buckets while each
-    saves over 1% of the dedicated-pool cost, up to 4; N = at most N (1 = one pool for all lengths)."""
+    saves over 1% of the plan's cost, up to one per candidate boundary and one more; N = at
+    most N (1 = one pool for all lengths)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -1,9 +1,9 @@
 """Prompt-length buckets of a data-given length mix: candidate boundaries, the buckets between
 them, and each bucket as an ordinary request class with its own tail lengths and percentile.
 
-Candidate boundaries sit at the median, p90 and p99 of the prompt length: the body, the tail
-and the far tail, where long prompts are few but cost most. routing.py lets the program price
-the splits.
+Candidate boundaries sit at the median, p90 and p99 of the prompt length — the body, the tail
+and the far tail, where long prompts are few but cost most — and where the cheapest GPU type
+changes with the prompt length (crossings.py). routing.py lets the program price the splits.
 """
 
 from __future__ import annotations

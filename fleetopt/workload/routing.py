@@ -22,12 +22,12 @@ from fleetopt.instance import Instance, TokenDistribution, Workload
 from fleetopt.plan import Plan
 from fleetopt.solve import SolveOptions
 from fleetopt.workload.buckets import (
-    QUANTILES,
     Bucket,
     bucket_workload,
     buckets_between,
     candidates,
 )
+from fleetopt.workload.crossings import cost_crossings
 from fleetopt.workload.derive import Sample, sample_of
 
 AUTO_GAIN = 0.01
@@ -50,8 +50,11 @@ class Router:
         self.instance, self.options, self.solve = instance, options, solve
         self.workloads = {w.name: w for w in instance.workloads if w.from_data}
         self.samples: dict[str, Sample] = {n: sample_of(w) for n, w in self.workloads.items()}
-        self.candidates = {n: candidates(s) for n, s in self.samples.items()}
-        self.limit = {n: _limit(w) for n, w in self.workloads.items()}
+        self.candidates = {
+            n: sorted({*candidates(s), *cost_crossings(instance, self.workloads[n], s)})
+            for n, s in self.samples.items()
+        }
+        self.limit = {n: _limit(w, self.candidates[n]) for n, w in self.workloads.items()}
         self._answers: dict[tuple, Answer] = {}
 
     def answer(self, edges: Edges) -> Answer:
@@ -145,9 +148,9 @@ def score(answer: Answer) -> float:
     return -plan.demand_scale
 
 
-def _limit(workload: Workload) -> int:
+def _limit(workload: Workload, edges: list[int]) -> int:
     """Most buckets: N, or with auto one per candidate boundary and one more."""
-    return workload.buckets if isinstance(workload.buckets, int) else len(QUANTILES) + 1
+    return workload.buckets if isinstance(workload.buckets, int) else len(edges) + 1
 
 
 def _count(edges: Edges) -> int:
