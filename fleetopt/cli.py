@@ -1,7 +1,12 @@
-"""Command line: solve, validate, schema, catalog. Errors are one line and an exit code."""
+"""Command line: solve, validate, schema, catalog. Errors are one line and an exit code.
+
+Each command imports what it needs when it runs, and the commands that live beside their feature
+are imported only when named: `fleetopt solve` starts without pandas, matplotlib or the
+simulator (docs/benchmarks.md, "Start-up")."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -17,10 +22,32 @@ from fleetopt.command_support import (
     solver_options,
 )
 from fleetopt.errors import InputError
-from fleetopt.instance import json_schema
+
+FEATURE_COMMANDS = {
+    "calibrate": ("fleetopt.calibrate.command", "calibrate"),
+    "import-aiconfigurator": ("fleetopt.calibrate.command", "import_aiconfigurator"),
+    "explain": ("fleetopt.explain.command", "explain"),
+    "simulate": ("fleetopt.simulate.command", "simulate_command"),
+    "sweep": ("fleetopt.sweep.command", "sweep"),
+    "pareto": ("fleetopt.sweep.command", "pareto"),
+}
+"""Commands that live beside their feature, one line each: name → (module, attribute)."""
 
 
-@click.group(name="fleetopt", cls=OneLineGroup)
+class LazyGroup(OneLineGroup):
+    """Imports a feature command's module only when that command is named (or help lists it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *FEATURE_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in FEATURE_COMMANDS:
+            return super().get_command(ctx, name)
+        module, attribute = FEATURE_COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+
+@click.group(name="fleetopt", cls=LazyGroup)
 @click.version_option(package_name="fleetopt")
 def main() -> None:
     """Size GPU fleets for LLM serving in tokens per second."""
@@ -235,6 +262,8 @@ def compare(instance_file, fmt, time_limit, mip_gap) -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of instance files."""
+    from fleetopt.instance import json_schema
+
     click.echo(json.dumps(json_schema(), indent=2))
 
 
@@ -248,23 +277,6 @@ def catalog(fmt) -> None:
     from fleetopt.report.catalog import catalog_json, catalog_table
 
     click.echo(catalog_json() if fmt == "json" else catalog_table())
-
-
-# Commands that live beside their feature register here, one line each.
-from fleetopt.calibrate import command as calibrate_commands  # noqa: E402
-
-main.add_command(calibrate_commands.calibrate)
-main.add_command(calibrate_commands.import_aiconfigurator)
-from fleetopt.explain.command import explain as explain_command  # noqa: E402
-
-main.add_command(explain_command)
-from fleetopt.simulate.command import simulate_command  # noqa: E402
-
-main.add_command(simulate_command, "simulate")
-from fleetopt.sweep.command import pareto, sweep  # noqa: E402
-
-main.add_command(sweep)
-main.add_command(pareto)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 HOURS_PER_MONTH = 730.0
 
@@ -156,6 +158,8 @@ class Plan:
         return json.dumps(self.to_dict(), indent=2)
 
     def pools_frame(self) -> pd.DataFrame:
+        import pandas as pd  # only a CSV needs it; a solve starts faster without
+
         return pd.DataFrame([asdict(p) for p in self.pools])
 
     @classmethod

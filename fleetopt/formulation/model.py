@@ -34,11 +34,12 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
     m.T = pyo.Set(initialize=range(len(data.periods)))
     m.E = pyo.Set(initialize=data.eligible(), dimen=2)
     m.G = pyo.Set(initialize=[g.name for g in data.gpus])
+    m.replica_bound = {(k, t): _replica_bound(data, k, t) for k in m.K for t in m.T}
     m.x = pyo.Var(
         m.K,
         m.T,
         domain=pyo.NonNegativeIntegers,
-        bounds=lambda _, k, t: (0, _replica_bound(data, k, t)),
+        bounds=lambda _, k, t: (0, _stated_bound(m.replica_bound[k, t])),
     )
     m.r = pyo.Var(m.E, m.T, domain=pyo.NonNegativeReals)
     m.gpus = pyo.Var(m.G, m.T, domain=pyo.NonNegativeIntegers)
@@ -72,7 +73,7 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
     return m
 
 
-def _replica_bound(data: ProgramData, k: int, t: int) -> int | None:
+def _replica_bound(data: ProgramData, k: int, t: int) -> int:
     """Replicas of config k never needed: enough to carry every eligible class alone (cost
     mode), or what the budget buys (throughput mode). Tight bounds speed up branch and bound."""
     config = data.configs[k]
@@ -93,6 +94,15 @@ def _replica_bound(data: ProgramData, k: int, t: int) -> int | None:
                 replicas += 1
         need = max(need, replicas)
     return need
+
+
+LARGEST_STATED_BOUND = 10**5
+"""HiGHS flags integer bounds above 1e5 as excessively large; a replica bound beyond it is left
+off the variable (it stays in the pooling rows, as a coefficient, where it is needed)."""
+
+
+def _stated_bound(bound: int) -> int | None:
+    return bound if bound <= LARGEST_STATED_BOUND else None
 
 
 def _factors(data: ProgramData) -> tuple[float, ...]:

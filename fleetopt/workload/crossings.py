@@ -70,8 +70,8 @@ def _cheapest_type(configs: list[Config], prices: dict[str, float], name: str) -
         if use is None:
             continue
         caps = dict(config.capacity)
-        if PREFILL in caps:  # the large-pool rate: pooling at its tail
-            caps[PREFILL] *= config.queue.tail_rate
+        if PREFILL in caps:  # the large-pool rate: pooling at its tail, capped at the ceiling
+            caps[PREFILL] *= min(1.0, config.queue.tail_rate)
         rate, _ = max_rate(caps, use)
         if not 0 < rate < math.inf:
             continue

@@ -1,0 +1,81 @@
+"""The pooling curve's expansion: never above g(n), within 1% below it up to the expansion limit,
+and as short as that allows (perf/queueing.py, docs/formulation.md §2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetopt.perf.queueing import (
+    LINEAR_WITHIN,
+    MAX_EXPANSION,
+    NO_QUEUEING,
+    PoolCurve,
+    max_load,
+    pool_curve,
+)
+
+CASES = [(w, tail, u) for w in (0.1, 1.0, 3.0, 10.0) for tail in (0.01, 0.1) for u in (0.9, 0.95)]
+
+
+def _exact(n: int, w: float, tail: float, u: float) -> float:
+    """g(n) = min(n, f(n)/u) straight from Erlang C."""
+    return min(n, max_load(n, w, tail) / u)
+
+
+@pytest.mark.parametrize(("w", "tail", "u"), CASES)
+def test_curve_is_conservative_and_within_one_percent(w, tail, u):
+    curve = pool_curve(w, tail, u)
+    for n in range(1, 3 * MAX_EXPANSION):
+        exact = _exact(n, w, tail, u)
+        assert curve.load(n) <= exact * (1 + 1e-9), n
+        if n <= MAX_EXPANSION:
+            assert curve.load(n) >= exact * (1 - LINEAR_WITHIN) - 1e-9, n
+
+
+@pytest.mark.parametrize(("w", "tail", "u"), CASES)
+def test_expansion_is_the_shortest_within_one_percent(w, tail, u):
+    """One replica less in the expansion, continuing at that size's marginal rate, misses g by
+    more than 1% somewhere up to the limit (or overstates it)."""
+    curve = pool_curve(w, tail, u)
+    size = len(curve.increments)
+    if size == 1:
+        return
+    head = curve.increments[: size - 1]
+    shorter = PoolCurve(head, head[-1])
+    exact = [_exact(n, w, tail, u) for n in range(1, MAX_EXPANSION + 1)]
+    assert any(
+        shorter.load(n) < g * (1 - LINEAR_WITHIN) or shorter.load(n) > g * (1 + 1e-9)
+        for n, g in enumerate(exact, start=1)
+    )
+
+
+def test_a_replica_at_the_ceiling_needs_no_expansion():
+    assert pool_curve(1000.0, 0.01, 0.9) == NO_QUEUEING
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.995])
+def test_program_holds_a_linear_curve_below_the_ceiling(rate):
+    """A curve that stops at N = 1 (g(n) = Δ_1·n, Δ_1 < 1) is held by the chord row alone: the
+    solved fleet's prompt compute stays within Δ_1 of the ceiling's capacity per replica."""
+    from fleetopt.catalog import resolve
+    from fleetopt.configs import enumerate_configs
+    from fleetopt.formulation import build_model
+    from fleetopt.instance import parse_instance
+    from fleetopt.perf.operating_point import PREFILL
+    from fleetopt.pipeline import program_data
+    from fleetopt.solve import SolveOptions, run_highs
+    from tests.helpers import analytic_instance
+
+    instance = analytic_instance(["h100-sxm"], 40.0, 1000, 200, 1000, 40)
+    resolved = resolve(parse_instance(instance))
+    data = program_data(resolved, enumerate_configs(resolved))
+    for config in data.configs:
+        config.queue = PoolCurve((rate,), rate)
+    m = build_model(data)
+    assert run_highs(m, SolveOptions()).status == "optimal"
+    assert not hasattr(m, "fill")  # no binaries for a linear curve
+    for k, config in enumerate(data.configs):
+        users = {c: use[PREFILL] for c, use in config.usage.items() if use.get(PREFILL)}
+        load = sum(m.r[c, k, 0].value * use for c, use in users.items())
+        replicas = round(m.x[k, 0].value)
+        assert load <= config.capacity[PREFILL] * rate * replicas * (1 + 1e-6) + 1e-9
