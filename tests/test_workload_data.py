@@ -150,3 +150,18 @@ def test_bad_data_fields_name_the_field(tmp_path, workload, message):
         workload = {**workload, "trace": str(tmp_path / "x.csv"), "rate": "from_trace"}
     with pytest.raises(InputError, match=r"workloads\[chat\].*" + message):
         parse_instance(_instance(workload))
+
+
+@pytest.mark.parametrize(
+    ("workload", "field"),
+    [
+        ({"trace": "missing.csv", "rate": "from_trace"}, r"workloads\[chat\]\.trace"),
+        (
+            {"lengths": {"csv": "missing.csv"}, "requests_per_s": 1},
+            r"workloads\[chat\]\.lengths\.csv",
+        ),
+    ],
+)
+def test_a_missing_data_file_names_the_field(workload, field):
+    with pytest.raises(InputError, match=field + r": no file at .*missing\.csv; give a path"):
+        parse_instance(_instance(workload))

@@ -54,7 +54,7 @@ def derive_fields(data: dict, base: Path) -> dict:
     if data.get("trace"):
         path = _absolute(base, data["trace"])
         data["trace"] = path
-        sample = read_trace(path, str(name))
+        sample = read_trace(_existing(path, f"workloads[{name}].trace"), str(name))
     else:
         lengths = data["lengths"]
         if not isinstance(lengths, dict):
@@ -62,7 +62,7 @@ def derive_fields(data: dict, base: Path) -> dict:
         if lengths.get("csv"):
             lengths = {**lengths, "csv": _absolute(base, lengths["csv"])}
             data["lengths"] = lengths
-            sample = read_lengths_csv(lengths["csv"])
+            sample = read_lengths_csv(_existing(lengths["csv"], f"workloads[{name}].lengths.csv"))
         elif isinstance(lengths.get("histogram"), list):
             sample = _histogram(_cells(lengths["histogram"]))
         else:
@@ -192,6 +192,12 @@ def _cells(histogram: list) -> list[tuple[float, float, float]]:
 def _histogram(cells: list[tuple[float, float, float]]) -> Sample:
     inputs, outputs, shares = (np.array(c, dtype=float) for c in zip(*cells, strict=True))
     return Sample(inputs, outputs, shares / shares.sum())
+
+
+def _existing(path: str, field: str) -> str:
+    if not Path(path).is_file():
+        raise InputError(f"{field}: no file at {path}; give a path relative to the instance file")
+    return path
 
 
 def _absolute(base: Path, path: object) -> str:
