@@ -6,6 +6,7 @@ import csv
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from stat import S_ISREG
 
 import numpy as np
 
@@ -35,9 +36,9 @@ class Sample:
 def sample_of(workload) -> Sample:
     """The data of a validated data-given workload (its paths already absolute)."""
     if workload.trace is not None:
-        return read_trace(workload.trace, workload.name)
+        return read_trace(workload.trace, workload.name, f"workloads[{workload.name}].trace")
     if workload.lengths.csv is not None:
-        return read_lengths_csv(workload.lengths.csv)
+        return read_lengths_csv(workload.lengths.csv, f"workloads[{workload.name}].lengths.csv")
     return _histogram(
         [(b.input_tokens, b.output_tokens, b.share) for b in workload.lengths.histogram]
     )
@@ -54,7 +55,7 @@ def derive_fields(data: dict, base: Path) -> dict:
     if data.get("trace"):
         path = _absolute(base, data["trace"])
         data["trace"] = path
-        sample = read_trace(_existing(path, f"workloads[{name}].trace"), str(name))
+        sample = read_trace(path, str(name), f"workloads[{name}].trace")
     else:
         lengths = data["lengths"]
         if not isinstance(lengths, dict):
@@ -62,7 +63,7 @@ def derive_fields(data: dict, base: Path) -> dict:
         if lengths.get("csv"):
             lengths = {**lengths, "csv": _absolute(base, lengths["csv"])}
             data["lengths"] = lengths
-            sample = read_lengths_csv(_existing(lengths["csv"], f"workloads[{name}].lengths.csv"))
+            sample = read_lengths_csv(lengths["csv"], f"workloads[{name}].lengths.csv")
         elif isinstance(lengths.get("histogram"), list):
             sample = _histogram(_cells(lengths["histogram"]))
         else:
@@ -117,13 +118,13 @@ def trace_rate(arrival_s: np.ndarray, window_s: float | None, where: str) -> flo
     return float((ends - np.arange(len(arrival_s))).max()) / window_s
 
 
-def read_trace(path: str, name: str) -> Sample:
-    stat = _stat(path)
+def read_trace(path: str, name: str, field: str) -> Sample:
+    stat = _stat(path, field)
     return _read_trace(path, name, stat.st_mtime_ns, stat.st_size)
 
 
-def read_lengths_csv(path: str) -> Sample:
-    stat = _stat(path)
+def read_lengths_csv(path: str, field: str) -> Sample:
+    stat = _stat(path, field)
     return _read_lengths_csv(path, stat.st_mtime_ns, stat.st_size)
 
 
@@ -194,23 +195,23 @@ def _histogram(cells: list[tuple[float, float, float]]) -> Sample:
     return Sample(inputs, outputs, shares / shares.sum())
 
 
-def _existing(path: str, field: str) -> str:
-    if not Path(path).is_file():
-        raise InputError(f"{field}: no file at {path}; give a path relative to the instance file")
-    return path
-
-
 def _absolute(base: Path, path: object) -> str:
     if not isinstance(path, str):
         raise ValueError("a data path must be a string")
     return str((base / path).resolve())
 
 
-def _stat(path: str):
+def _stat(path: str, field: str):
+    """The file's stat (its cache key), or an error naming the field that gave the path."""
     try:
-        return Path(path).stat()
+        stat = Path(path).stat()
+    except FileNotFoundError:
+        stat = None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        raise InputError(f"{field}: cannot read {path} ({exc.strerror})") from None
+    if stat is None or not S_ISREG(stat.st_mode):
+        raise InputError(f"{field}: no file at {path}; give a path relative to the instance file")
+    return stat
 
 
 def _same(given: object, derived: object) -> bool:
