@@ -1,15 +1,18 @@
 """Solve time at fleet scale: seeded instances grown in GPU types × models × classes × periods.
 
     python benchmarks/scale.py [--sizes typical,medium,large] [--mip-gap 0.005] [--time-limit 600]
-                               [--seed 0] [--no-cli] [--pricing] [--whole]
+                               [--seed 0] [--jobs N] [--no-cli] [--pricing] [--whole]
 
 Every instance allows tp 1/2/4/8 and both serving modes. Prints per size: configs (after
-dominated ones are dropped), blocks (independent sub-programs solved one by one), variables and
-constraints (summed over blocks), enumerate seconds (catalog + perf + configs), build seconds
-(Pyomo), hand-off seconds (Pyomo to HiGHS and back), solve seconds (HiGHS), the gap, $/h, and
-end-to-end seconds of `fleetopt solve` on the same instance in a fresh process (start-up
-included). `--whole` solves the program as one model instead of block by block (the "before"
-figure of the split). Figures go to docs/benchmarks.md with the command.
+dominated ones are dropped), kept (left after the presolve, summed over blocks), blocks
+(independent sub-programs), variables and constraints (summed over blocks), enumerate seconds
+(catalog + perf + configs), presolve seconds (LP relaxation and incumbent, fleetopt/presolve.py),
+build seconds (Pyomo), hand-off seconds (Pyomo to HiGHS and back), solve seconds (HiGHS), the
+total (wall clock), the gap, $/h, and end-to-end seconds of `fleetopt solve` on the same
+instance in a fresh process (start-up included). Stage seconds are summed over blocks, so with
+`--jobs` > 1 (blocks in parallel processes, default 1) they may exceed the total. `--whole`
+solves the program as one model instead of block by block (the "before" figure of the split).
+Figures go to docs/benchmarks.md with the command.
 """
 
 from __future__ import annotations
@@ -84,10 +87,12 @@ def measure(data: dict, options: SolveOptions, whole: bool) -> dict:
     s, o = solved.stats, solved.outcome
     return {
         "configs": len(program.configs),
+        "kept": s.configs_kept,
         "blocks": s.blocks,
         "vars": s.variables,
         "rows": s.constraints,
         "enum": enumerated,
+        "presolve": s.presolve_seconds,
         "build": s.build_seconds,
         "handoff": s.handoff_seconds,
         "solve": s.solve_seconds,
@@ -105,6 +110,7 @@ def cli_seconds(data: dict, options: SolveOptions) -> float:
         path.write_text(yaml.safe_dump(data))
         command = [sys.executable, "-m", "fleetopt.cli", "solve", str(path)]
         command += ["--mip-gap", str(options.mip_gap), "--format", "json"]
+        command += ["--jobs", str(options.jobs)]
         if options.time_limit is not None:
             command += ["--time-limit", str(options.time_limit)]
         start = time.perf_counter()
@@ -118,15 +124,16 @@ def main() -> None:
     parser.add_argument("--mip-gap", type=float, default=0.005)
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="blocks solved at once")
     parser.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
     parser.add_argument("--pricing", action="store_true", help="add reserved/spot price tiers")
     parser.add_argument("--whole", action="store_true", help="one model, no blocks")
     args = parser.parse_args()
-    options = SolveOptions(time_limit=args.time_limit, mip_gap=args.mip_gap)
+    options = SolveOptions(time_limit=args.time_limit, mip_gap=args.mip_gap, jobs=args.jobs)
     header = (
-        f"{'size':<8} {'configs':>7} {'blocks':>6} {'vars':>8} {'rows':>8} {'enum s':>7} "
-        f"{'build s':>7} {'hand s':>7} {'solve s':>8} {'total s':>8} {'build%':>6} "
-        f"{'gap':>7} {'status':<8} {'$/h':>9} {'cli s':>7}"
+        f"{'size':<8} {'configs':>7} {'kept':>6} {'blocks':>6} {'vars':>8} {'rows':>8} "
+        f"{'enum s':>7} {'pre s':>7} {'build s':>7} {'hand s':>7} {'solve s':>8} {'total s':>8} "
+        f"{'build%':>6} {'gap':>7} {'status':<8} {'$/h':>9} {'cli s':>7}"
     )
     print(header)
     for size in args.sizes.split(","):
@@ -137,9 +144,10 @@ def main() -> None:
         cost = "-" if r["cost"] is None else f"{r['cost']:,.2f}"
         cli = "-" if args.no_cli else f"{cli_seconds(data, options):.2f}"
         print(
-            f"{size:<8} {r['configs']:>7} {r['blocks']:>6} {r['vars']:>8} {r['rows']:>8} "
-            f"{r['enum']:>7.2f} {r['build']:>7.2f} {r['handoff']:>7.2f} {r['solve']:>8.2f} "
-            f"{r['total']:>8.2f} {lean:>6.0%} {gap:>7} {r['status']:<8} {cost:>9} {cli:>7}",
+            f"{size:<8} {r['configs']:>7} {r['kept']:>6} {r['blocks']:>6} {r['vars']:>8} "
+            f"{r['rows']:>8} {r['enum']:>7.2f} {r['presolve']:>7.2f} {r['build']:>7.2f} "
+            f"{r['handoff']:>7.2f} {r['solve']:>8.2f} {r['total']:>8.2f} {lean:>6.0%} {gap:>7} "
+            f"{r['status']:<8} {cost:>9} {cli:>7}",
             flush=True,
         )
 

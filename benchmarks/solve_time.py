@@ -2,8 +2,11 @@
 
     python benchmarks/solve_time.py
 
-Prints, per instance: configs (columns of x), routing variables, build seconds (configs + Pyomo),
-solve seconds (HiGHS), status and $/h. Figures go to docs/benchmarks.md with the command.
+Prints, per instance: configs (columns of x), routing variables, configs kept by the presolve
+(fleetopt/presolve.py, summed over blocks), enumerate seconds (catalog + perf + configs),
+presolve seconds, model seconds (Pyomo build and hand-off), solve seconds (HiGHS), the total
+(wall clock), status and $/h — the path `fleetopt solve` takes, on one process. Figures go to
+docs/benchmarks.md with the command.
 """
 
 from __future__ import annotations
@@ -13,10 +16,9 @@ from pathlib import Path
 
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
-from fleetopt.formulation import build_model
 from fleetopt.instance import load_instance, parse_instance
-from fleetopt.pipeline import program_data
-from fleetopt.solve import SolveOptions, run_highs
+from fleetopt.pipeline import program_data, solve_program
+from fleetopt.solve import SolveOptions
 
 GPUS = ["l4", "a10g", "l40s", "a100-80gb", "h100-pcie", "h100-sxm", "h200", "b200", "mi300x"]
 
@@ -48,19 +50,23 @@ def measure(instance) -> str:
     resolved = resolve(instance)
     configs = enumerate_configs(resolved)
     data = program_data(resolved, configs)
-    model = build_model(data)
-    built = time.perf_counter() - start
-    outcome = run_highs(model, SolveOptions(time_limit=120, threads=1))
-    cost = "-" if outcome.objective is None else f"{outcome.objective:,.2f}"
+    enumerated = time.perf_counter() - start
+    solved = solve_program(data, SolveOptions(time_limit=120, threads=1))
+    total = time.perf_counter() - start
+    s, outcome = solved.stats, solved.outcome
+    cost = "-" if solved.solution is None else f"{solved.solution.cost_per_hour:,.2f}"
     return (
         f"{instance.name:<30} {len(data.configs):>7} {len(data.eligible()):>7} "
-        f"{built:>8.2f} {outcome.seconds:>8.2f}  {outcome.status:<9} {cost:>10}"
+        f"{s.configs_kept:>6} {enumerated:>6.2f} {s.presolve_seconds:>6.2f} "
+        f"{s.build_seconds + s.handoff_seconds:>7.2f} {s.solve_seconds:>7.2f} {total:>7.2f}  "
+        f"{outcome.status:<9} {cost:>10}"
     )
 
 
 def main() -> None:
     print(
-        f"{'instance':<30} {'configs':>7} {'routes':>7} {'build s':>8} {'solve s':>8}  {'status':<9} {'$/h':>10}"
+        f"{'instance':<30} {'configs':>7} {'routes':>7} {'kept':>6} {'enum s':>6} {'pre s':>6} "
+        f"{'model s':>7} {'solve s':>7} {'total s':>7}  {'status':<9} {'$/h':>10}"
     )
     for path in sorted(Path(__file__).parent.parent.joinpath("instances").glob("*.yaml")):
         print(measure(load_instance(path)))

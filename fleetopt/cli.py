@@ -81,6 +81,13 @@ def _write(text: str, output: str | None) -> None:
     help="Solver threads; 1 keeps the answer reproducible.",
 )
 @click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Independent parts of the program (demand periods, models that share no capped GPU "
+    "type) solved at once, one process each; the plan is the same for any number "
+    "[default: one per core].",
+)
+@click.option(
     "--budget",
     type=click.FloatRange(min=0, min_open=True),
     help="Maximise throughput within this $/hour instead of minimising cost "
@@ -101,20 +108,31 @@ def _write(text: str, output: str | None) -> None:
 )
 @one_line_errors
 def solve(
-    instance_file, fmt, output, time_limit, mip_gap, threads, budget, verbose, report, simulate
+    instance_file,
+    fmt,
+    output,
+    time_limit,
+    mip_gap,
+    threads,
+    jobs,
+    budget,
+    verbose,
+    report,
+    simulate,
 ) -> None:
     """Find the cheapest fleet that meets every token-throughput and latency target."""
     from fleetopt.instance import Objective
     from fleetopt.pipeline import plan_fleet
     from fleetopt.report.text import to_csv, to_markdown, to_table
-    from fleetopt.solve import SolveOptions
+    from fleetopt.solve import SolveOptions, default_jobs
 
     instance = load_checked_instance(instance_file)
     if budget is not None:
         objective = Objective(maximize="throughput", budget_per_hour=budget)
         instance = instance.model_copy(update={"objective": objective})
     with progress(f"solving {instance.name}...", enabled=not verbose):
-        plan = plan_fleet(instance, SolveOptions(time_limit, mip_gap, threads, verbose))
+        options = SolveOptions(time_limit, mip_gap, threads, verbose, jobs=jobs or default_jobs())
+        plan = plan_fleet(instance, options)
     render = {
         "table": to_table,
         "json": lambda p: p.to_json(),

@@ -14,6 +14,7 @@ from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Profile, Workload
 from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
+    PREFILL,
     PROFILE,
     Blocker,
     Limits,
@@ -91,6 +92,20 @@ class Config:
     @property
     def role(self) -> str:
         return self.op.role
+
+    def replicas_for(self, rates: dict[str, float]) -> int:
+        """Fewest replicas that carry these requests/s of its classes on every resource, the
+        prefill pooled (n replicas carry g(n) ≤ n replicas' worth); classes it may not carry
+        are ignored."""
+        need = 0
+        for resource, cap in self.capacity.items():
+            load = sum(rates.get(c, 0.0) * use.get(resource, 0.0) for c, use in self.usage.items())
+            replicas = math.ceil(load / cap - 1e-9)
+            if resource == PREFILL:
+                while self.queue.load(replicas) * cap < load * (1 - 1e-9):
+                    replicas += 1
+            need = max(need, replicas)
+        return need
 
     @property
     def key(self) -> str:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import signal
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import pyomo.environ as pyo
@@ -16,8 +20,11 @@ from fleetopt.errors import FleetoptError, InfeasibleError, Interrupted, Verific
 from fleetopt.extract import extract_plan
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import (
+    Block,
+    BlockValues,
     Solution,
     add_block,
+    block_values,
     empty_solution,
     finish,
     independent_blocks,
@@ -26,6 +33,7 @@ from fleetopt.formulation.blocks import (
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
+from fleetopt.presolve import Presolved, presolve
 from fleetopt.solve import Outcome, SolveOptions, run_highs
 from fleetopt.verify import verify
 
@@ -56,7 +64,7 @@ def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
             f"infeasible: the budget of {data.budget_per_hour:,.2f} $/h (objective.budget_per_hour) "
             "buys no fleet that serves any of the demand within its targets; raise the budget"
         )
-    periods, schedule = period_schedule(instance)
+    schedule = period_schedule(instance)[1]
     tiered = instance.demand_profile is not None or instance.pricing is not None
     plan = extract_plan(
         instance.name,
@@ -68,7 +76,7 @@ def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
     )
     plan.interrupted = outcome.interrupted
     if tiered and not data.maximize_throughput and not outcome.interrupted:
-        plan.peak_sized_cost_per_hour = _peak_sized_cost(resolved, config_set, periods, options)
+        plan.peak_sized_cost_per_hour = _peak_sized_cost(plan, resolved, config_set, options)
     problems = verify(plan, resolved)
     if problems:
         raise VerificationError("plan failed verification: " + "; ".join(problems[:5]))
@@ -89,12 +97,17 @@ def period_schedule(instance: Instance) -> tuple[list[Period], list[int]]:
 
 
 def _peak_sized_cost(
-    resolved: Resolved, config_set: ConfigSet, periods: list[Period], options: SolveOptions
+    plan: Plan, resolved: Resolved, config_set: ConfigSet, options: SolveOptions
 ) -> float | None:
-    """$/h of one fleet sized for the peak period and paid on demand around the clock."""
-    peak = max(p.multiplier for p in periods)
+    """$/h of one fleet sized for the peak period and paid on demand around the clock.
+
+    Without `pricing` nothing couples the periods, so the plan's own peak-period fleet is that
+    fleet (to the same gap) and a second solve would only repeat it."""
+    peak = max(plan.periods, key=lambda p: p.multiplier)
+    if resolved.instance.pricing is None:
+        return peak.cost_per_hour
     data = dataclasses.replace(
-        program_data(resolved, config_set), periods=[Period(peak, 1.0)], tiers=None
+        program_data(resolved, config_set), periods=[Period(peak.multiplier, 1.0)], tiers=None
     )
     solved = solve_program(data, options)
     return None if solved.solution is None else round(solved.solution.cost_per_hour, 9)
@@ -107,23 +120,35 @@ class Stats:
     blocks: int = 0
     variables: int = 0
     constraints: int = 0
+    presolve_seconds: float = 0.0
+    """The LP relaxation and the incumbent that prove configs out (fleetopt/presolve.py)."""
     build_seconds: float = 0.0
     """Pyomo model construction."""
     handoff_seconds: float = 0.0
     """Pyomo handing the model to HiGHS and reading the solution back."""
     solve_seconds: float = 0.0
     """HiGHS itself."""
+    configs_kept: int = 0
+    """Configs left in the programs HiGHS solved."""
 
-    def add(self, model: pyo.ConcreteModel, build: float, outcome: Outcome) -> Stats:
+    @classmethod
+    def of(cls, solved: SolvedBlock) -> Stats:
+        outcome, model = solved.outcome, solved.model
         highs = outcome.seconds if outcome.highs_seconds is None else outcome.highs_seconds
-        return Stats(
-            self.blocks + 1,
-            self.variables + model.nvariables(),
-            self.constraints + model.nconstraints(),
-            self.build_seconds + build,
-            self.handoff_seconds + outcome.seconds - highs,
-            self.solve_seconds + highs,
+        return cls(
+            1,
+            model.nvariables(),
+            model.nconstraints(),
+            solved.presolve_seconds,
+            solved.build_seconds,
+            outcome.seconds - highs,
+            highs,
+            len(solved.block.configs),
         )
+
+    def __add__(self, other: Stats) -> Stats:
+        pairs = zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)
+        return Stats(*(a + b for a, b in pairs))
 
 
 @dataclass(frozen=True)
@@ -134,32 +159,162 @@ class Solved:
     stats: Stats
 
 
+@dataclass(frozen=True)
+class SolvedBlock:
+    block: Block
+    """The block as solved: after the presolve, a part of the block it was given."""
+    model: pyo.ConcreteModel
+    outcome: Outcome
+    presolve_seconds: float
+    build_seconds: float
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """A solved block as plain numbers: what a worker process sends back."""
+
+    values: BlockValues | None
+    """None when the block has no plan (infeasible, or none within the time limit)."""
+    outcome: Outcome
+    stats: Stats
+
+
 def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) -> Solved:
     """Solve the program block by block (formulation/blocks.py: exact) and merge the values;
     `split=False` solves it as one model (benchmarks/scale.py --whole measures the difference).
+    With `options.jobs` > 1, blocks are solved that many at a time, one process each; each
+    block's answer is the same either way.
 
-    The time limit is for the whole: each block gets what the ones before it left."""
-    start = time.perf_counter()
+    The time limit is for the whole: each block gets what is left of it when it starts."""
+    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     blocks = independent_blocks(data) if split else [whole_block(data)]
+    jobs = min(options.jobs, len(blocks))
+    results = (
+        _in_parallel(blocks, options, deadline, jobs)
+        if jobs > 1
+        else (block_result(block, options, deadline) for block in blocks)
+    )
     whole, stats, outcomes = empty_solution(data), Stats(), []
+    for i, (block, result) in enumerate(zip(blocks, results, strict=True)):
+        stats = stats + result.stats
+        outcome = result.outcome
+        outcomes.append((block.data.total_hours / data.total_hours, outcome))
+        if result.values is None:
+            return Solved(None, outcome, stats)
+        if outcome.interrupted and i + 1 < len(blocks):
+            raise Interrupted(f"interrupted after {i + 1} of {len(blocks)} independent blocks")
+        add_block(whole, result.values)
+    return Solved(finish(whole, data), merge_outcomes(outcomes), stats)
+
+
+def block_result(block: Block, options: SolveOptions, deadline: float | None) -> BlockResult:
+    """Solve one block with what is left of the time limit (in this process or a worker)."""
+    if deadline is not None:
+        left = max(deadline - time.monotonic(), 1.0)
+        options = dataclasses.replace(options, time_limit=left)
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
     with PauseGC():
-        for i, block in enumerate(blocks):
-            built = time.perf_counter()
-            model = build_model(block.data)
-            build = time.perf_counter() - built
-            left = options.time_limit
-            if left is not None:
-                left = max(left - (time.perf_counter() - start), 1.0)
-            outcome = run_highs(model, dataclasses.replace(options, time_limit=left))
-            stats = stats.add(model, build, outcome)
-            outcomes.append((block.data.total_hours / data.total_hours, outcome))
-            if outcome.status in ("infeasible", "no_solution"):
-                return Solved(None, outcome, stats)
-            if outcome.interrupted and i + 1 < len(blocks):
-                raise Interrupted(f"interrupted after {i + 1} of {len(blocks)} independent blocks")
-            add_block(whole, block, model)
-    return Solved(finish(whole, data), merge_outcomes(outcomes), stats)
+        solved = solve_block(block, options)
+        values = None
+        if solved.outcome.status not in ("infeasible", "no_solution"):
+            values = block_values(solved.block, solved.model)
+        return BlockResult(values, solved.outcome, Stats.of(solved))
+
+
+def _in_parallel(
+    blocks: list[Block], options: SolveOptions, deadline: float | None, jobs: int
+) -> Iterator[BlockResult]:
+    """Each block's result, in block order, from `jobs` worker processes. Ctrl-C stops them
+    all: with several blocks under way there is no whole plan to keep."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["fleetopt.pipeline"])
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_ignore_sigint)
+    options = dataclasses.replace(options, jobs=1)
+    done = 0
+    try:
+        futures = [pool.submit(block_result, block, options, deadline) for block in blocks]
+        for future in futures:
+            yield future.result()
+            done += 1
+    except KeyboardInterrupt:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise Interrupted(
+            f"interrupted with {done} of {len(blocks)} independent blocks solved"
+        ) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def solve_block(block: Block, options: SolveOptions) -> SolvedBlock:
+    """One block, presolved by an incumbent (fleetopt/presolve.py): the reduced program holds
+    every plan no dearer than the incumbent, so its optimum is the block's."""
+    began = time.perf_counter()
+    presolved = presolve(block.data, options)
+    reduced = Block(presolved.data, [block.configs[k] for k in presolved.kept], block.periods)
+    presolve_seconds = time.perf_counter() - began
+    incumbent = presolved.incumbent
+    if incumbent is not None and incumbent.outcome.interrupted:
+        return _incumbent_answer(block, presolved, None, presolve_seconds)
+    built = time.perf_counter()
+    model = build_model(reduced.data)
+    build = time.perf_counter() - built
+    outcome = run_highs(model, _less_time(options, began))
+    if incumbent is not None and _no_better(outcome, incumbent.outcome):
+        return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
+    return SolvedBlock(reduced, model, outcome, presolve_seconds, build)
+
+
+def _incumbent_answer(
+    block: Block,
+    presolved: Presolved,
+    outcome: Outcome | None,
+    presolve_seconds: float,
+    build_seconds: float = 0.0,
+) -> SolvedBlock:
+    """The presolve's incumbent as the block's answer, when the solve after it stopped (time
+    limit, Ctrl-C) with no plan as cheap: `feasible`, with the best bound known."""
+    incumbent = presolved.incumbent
+    bounds = [presolved.lower_bound, None if outcome is None else outcome.bound]
+    bound = max((b for b in bounds if b is not None), default=None)
+    upper = incumbent.outcome.objective
+    gap = None if bound is None else abs(upper - bound) / max(abs(upper), 1e-12)
+    answer = dataclasses.replace(incumbent.outcome, status="feasible", bound=bound, gap=gap)
+    if outcome is not None:
+        answer = dataclasses.replace(
+            answer,
+            seconds=answer.seconds + outcome.seconds,
+            interrupted=answer.interrupted or outcome.interrupted,
+            highs_seconds=(answer.highs_seconds or 0.0) + (outcome.highs_seconds or 0.0),
+        )
+    kept = [block.configs[k] for k in incumbent.configs]
+    return SolvedBlock(
+        Block(block.data, kept, block.periods),
+        incumbent.model,
+        answer,
+        presolve_seconds,
+        build_seconds,
+    )
+
+
+def _less_time(options: SolveOptions, began: float) -> SolveOptions:
+    if options.time_limit is None:
+        return options
+    left = max(options.time_limit - (time.perf_counter() - began), 1.0)
+    return dataclasses.replace(options, time_limit=left)
+
+
+def _no_better(outcome: Outcome, incumbent: Outcome) -> bool:
+    """The reduced program's solve ended without a plan as cheap as the incumbent (it holds
+    the incumbent, so only a time limit or Ctrl-C gets here)."""
+    if outcome.objective is None:
+        return True
+    return outcome.objective > incumbent.objective * (1 + 1e-9) + 1e-9
 
 
 def merge_outcomes(weighted: list[tuple[float, Outcome]]) -> Outcome:

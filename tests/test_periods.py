@@ -302,4 +302,6 @@ def test_reserved_and_on_demand_never_cost_more_than_peak_sized_analytic():
     del untiered["pricing"]
     flat = _verified(untiered)
     assert flat.cost_per_hour <= peak_only.cost_per_hour * (1 + 1e-4)
+    # Untiered periods are independent: the plan's peak fleet is the peak-sized solve's.
+    assert flat.peak_sized_cost_per_hour == pytest.approx(peak_only.cost_per_hour, rel=1e-4)
     assert plan.cost_per_hour <= flat.cost_per_hour * (1 + 1e-4)  # tiers only add options

@@ -33,6 +33,7 @@ class Block:
 def independent_blocks(data: ProgramData) -> list[Block]:
     """The program split into blocks that share no variable and no row (one block when every
     period or model is linked)."""
+    assert not data.replica_bounds, "blocks are cut before any presolve bounds replicas"
     linked = data.tiers is not None or data.maximize_throughput or data.budget_per_hour is not None
     period_groups = (
         [list(range(len(data.periods)))] if linked else [[t] for t in range(len(data.periods))]
@@ -111,23 +112,44 @@ def empty_solution(data: ProgramData) -> Solution:
     )
 
 
-def add_block(whole: Solution, block: Block, m: pyo.ConcreteModel) -> None:
-    """Adds a solved block model's values into the whole program's solution."""
+@dataclass
+class BlockValues:
+    """A solved block's values under the whole program's indices: plain numbers, so a block
+    solved in another process sends these back instead of its model."""
+
+    alpha: float
+    x: dict[tuple[int, int], float]
+    r: dict[tuple[str, int, int], float]
+    gpus: dict[tuple[str, int], float]
+    reserved: dict[str, float]
+    on_demand: dict[tuple[str, int], float]
+    spot: dict[tuple[str, int], float]
+
+
+def block_values(block: Block, m: pyo.ConcreteModel) -> BlockValues:
+    """The values of a solved block model, under the whole program's indices."""
     k_of, t_of = block.configs, block.periods
-    whole.alpha = pyo.value(m.alpha)
-    for (k, t), var in m.x.items():
-        whole.x[k_of[k], t_of[t]] += var.value or 0.0
-    for (c, k, t), var in m.r.items():
-        whole.r[c, k_of[k], t_of[t]] += var.value or 0.0
-    for (g, t), var in m.gpus.items():
-        whole.gpus[g, t_of[t]] += var.value or 0.0
-    if block.data.tiers is not None:
-        for g, var in m.reserved.items():
-            whole.reserved[g] += var.value or 0.0
-        for (g, t), var in m.on_demand.items():
-            whole.on_demand[g, t_of[t]] += var.value or 0.0
-        for (g, t), var in m.spot.items():
-            whole.spot[g, t_of[t]] += var.value or 0.0
+    tiered = block.data.tiers is not None
+    return BlockValues(
+        alpha=pyo.value(m.alpha),
+        x={(k_of[k], t_of[t]): var.value or 0.0 for (k, t), var in m.x.items()},
+        r={(c, k_of[k], t_of[t]): var.value or 0.0 for (c, k, t), var in m.r.items()},
+        gpus={(g, t_of[t]): var.value or 0.0 for (g, t), var in m.gpus.items()},
+        reserved={g: var.value or 0.0 for g, var in m.reserved.items()} if tiered else {},
+        on_demand={(g, t_of[t]): v.value or 0.0 for (g, t), v in m.on_demand.items()}
+        if tiered
+        else {},
+        spot={(g, t_of[t]): var.value or 0.0 for (g, t), var in m.spot.items()} if tiered else {},
+    )
+
+
+def add_block(whole: Solution, values: BlockValues) -> None:
+    """Adds a solved block's values into the whole program's solution."""
+    whole.alpha = values.alpha
+    for name in ("x", "r", "gpus", "reserved", "on_demand", "spot"):
+        merged = getattr(whole, name)
+        for key, value in getattr(values, name).items():
+            merged[key] += value
 
 
 def finish(whole: Solution, data: ProgramData) -> Solution:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from fleetopt.configs import Config, RequestClass
@@ -45,6 +46,20 @@ class ProgramData:
     budget_per_hour: float | None = None
     periods: list[Period] = field(default_factory=lambda: [Period()])
     tiers: Tiers | None = None
+    replica_bounds: dict[tuple[int, int], int] = field(default_factory=dict)
+    """Tighter bounds on x[k,t] than the demand gives, proven by an incumbent
+    (fleetopt/presolve.py); keys are (config index, period index)."""
+
+    def restricted(self, configs: list[int], bounds: dict[tuple[int, int], int] | None = None):
+        """The program on these configs only (indices into this one), keeping their replica
+        bounds, or taking `bounds` (keyed by this program's indices) instead."""
+        bounds = self.replica_bounds if bounds is None else bounds
+        local = {k: i for i, k in enumerate(configs)}
+        return dataclasses.replace(
+            self,
+            configs=[self.configs[k] for k in configs],
+            replica_bounds={(local[k], t): b for (k, t), b in bounds.items() if k in local},
+        )
 
     def eligible(self) -> list[tuple[str, int]]:
         """(class, config index) pairs that get a routing variable: latency eligibility (§4)."""

@@ -25,16 +25,18 @@ from fleetopt.formulation.kv_transfer import add_kv_transfer
 from fleetopt.formulation.limits import add_budget, add_gpu_supply
 from fleetopt.formulation.prefill import add_prefill_capacity
 from fleetopt.formulation.tiers import add_price_tiers, period_cost
-from fleetopt.perf.operating_point import PREFILL
 
 
-def build_model(data: ProgramData) -> pyo.ConcreteModel:
+def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
+    """The program; `relaxed` builds its LP relaxation: every count continuous and the pooling
+    curves held by their chords alone (the expansion's binaries add nothing to the LP bound:
+    docs/formulation.md §2), which fleetopt/presolve.py prices configs with."""
     m = pyo.ConcreteModel(name="fleetopt")
     m.K = pyo.Set(initialize=range(len(data.configs)))
     m.T = pyo.Set(initialize=range(len(data.periods)))
     m.E = pyo.Set(initialize=data.eligible(), dimen=2)
     m.G = pyo.Set(initialize=[g.name for g in data.gpus])
-    m.replica_bound = {(k, t): _replica_bound(data, k, t) for k in m.K for t in m.T}
+    m.replica_bound = {(k, t): replica_bound(data, k, t) for k in m.K for t in m.T}
     m.x = pyo.Var(
         m.K,
         m.T,
@@ -49,7 +51,7 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
         m.alpha = 1.0  # a constant, not a Param: fixed data stays out of Pyomo's way
 
     add_coverage(m, data)
-    add_prefill_capacity(m, data)
+    add_prefill_capacity(m, data, expand=not relaxed)
     add_decode_capacity(m, data)
     add_kv_transfer(m, data)
     add_gpu_supply(m, data)
@@ -70,12 +72,23 @@ def build_model(data: ProgramData) -> pyo.ConcreteModel:
             for t, p in enumerate(data.periods)
         )
         m.objective = pyo.Objective(expr=m.cost_per_hour + GPU_COUNT_TIE_BREAK * size / hours)
+    if relaxed:
+        for var in m.component_data_objects(pyo.Var):
+            if var.domain is pyo.NonNegativeIntegers:
+                var.domain = pyo.NonNegativeReals
     return m
 
 
-def _replica_bound(data: ProgramData, k: int, t: int) -> int:
+def replica_bound(data: ProgramData, k: int, t: int) -> int:
     """Replicas of config k never needed: enough to carry every eligible class alone (cost
-    mode), or what the budget buys (throughput mode). Tight bounds speed up branch and bound."""
+    mode), or what the budget buys (throughput mode), or fewer where an incumbent proves it
+    (`data.replica_bounds`). Tight bounds speed up branch and bound, and tighten the pooling
+    chord (docs/formulation.md §2)."""
+    demand = _demand_bound(data, k, t)
+    return min(demand, data.replica_bounds.get((k, t), demand))
+
+
+def _demand_bound(data: ProgramData, k: int, t: int) -> int:
     config = data.configs[k]
     if data.maximize_throughput:
         price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
@@ -84,16 +97,7 @@ def _replica_bound(data: ProgramData, k: int, t: int) -> int:
             data.budget_per_hour * data.total_hours / data.periods[t].hours / (cheapest * config.tp)
         )
     scale = data.periods[t].multiplier
-    rates = {c.name: c.requests_per_s * scale for c in data.classes}
-    need = 0
-    for resource, cap in config.capacity.items():
-        load = sum(rates[c] * use.get(resource, 0.0) for c, use in config.usage.items())
-        replicas = math.ceil(load / cap - 1e-9)
-        if resource == PREFILL:  # pooling: n replicas carry g(n) ≤ n replicas' worth
-            while config.queue.load(replicas) * cap < load * (1 - 1e-9):
-                replicas += 1
-        need = max(need, replicas)
-    return need
+    return config.replicas_for({c.name: c.requests_per_s * scale for c in data.classes})
 
 
 LARGEST_STATED_BOUND = 10**5

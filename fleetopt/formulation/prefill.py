@@ -11,16 +11,19 @@ from fleetopt.perf.operating_point import PREFILL, PROFILE
 from fleetopt.perf.queueing import NO_QUEUEING
 
 
-def add_prefill_capacity(m: pyo.ConcreteModel, data: ProgramData) -> None:
+def add_prefill_capacity(m: pyo.ConcreteModel, data: ProgramData, expand: bool = True) -> None:
     """Σ_c r[c,k,t]·L_c·p_k(L_c) ≤ (u·R_k/τ_k)·g_k(x[k,t]) — prompt compute fits the chunk
     reserve at the ceiling u, scaled by the pooling curve g_k (g(n) = n where queueing does not
-    bite); and Σ_c r[c,k,t]/μ_kc ≤ x[k,t] for configs sized by a measured table."""
+    bite); and Σ_c r[c,k,t]/μ_kc ≤ x[k,t] for configs sized by a measured table. Without
+    `expand`, the pooling curves are held by their chords only (the LP relaxation)."""
     plain = [k for k, config in enumerate(data.configs) if config.queue == NO_QUEUEING]
     add_resource_rows(m, data, "prefill_capacity", (PREFILL, PROFILE), configs=plain)
-    add_pooling(m, data, [k for k in m.K if k not in set(plain)])
+    add_pooling(m, data, [k for k in m.K if k not in set(plain)], expand)
 
 
-def add_pooling(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -> None:
+def add_pooling(
+    m: pyo.ConcreteModel, data: ProgramData, configs: list[int], expand: bool = True
+) -> None:
     """The chord of g_k for the configs where queueing bites, and the incremental expansion
     (DESIGN §6.2) for those whose curve is not linear:
 
@@ -48,7 +51,7 @@ def add_pooling(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -> 
             chord[k, t] = (None, linear(coefs, [*(m.r[c, k, t] for c, _ in users), m.x[k, t]]), 0.0)
     add_rows(m, "pool_chord", chord)
     expanded = [k for k in configs if not data.configs[k].queue.linear]
-    if expanded:
+    if expanded and expand:
         _add_expansion(m, data, expanded)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 
 from fleetopt.errors import FleetoptError, InfeasibleError, InputError, VerificationError
 from fleetopt.instance import Instance
-from fleetopt.solve import SolveOptions
+from fleetopt.solve import SolveOptions, default_jobs
 from fleetopt.sweep.grid import Scenario
 
 
@@ -89,11 +88,6 @@ def solve_scenario(instance: Instance, options: SolveOptions) -> Outcome:
     )
 
 
-def default_jobs() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
 def run_scenarios(
     scenarios: list[Scenario],
     options: SolveOptions,
@@ -102,7 +96,7 @@ def run_scenarios(
 ) -> list[Result]:
     """Solve every scenario, `jobs` at a time (default: one per core; 1 solves in this process),
     and return the results in scenario order."""
-    options = dataclasses.replace(options, threads=1)
+    options = dataclasses.replace(options, threads=1, jobs=1)
     jobs = min(jobs or default_jobs(), len(scenarios))
     results: dict[int, Result] = {}
 

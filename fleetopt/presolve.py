@@ -1,0 +1,215 @@
+"""Prove configs out of the program before HiGHS sees it, from an incumbent and the LP relaxation.
+
+HiGHS spends most of a fleet solve on configs that cannot be in any plan cheaper than a good
+one, and on pooling curves whose LP relaxation — the chord from 0 to the replica bound X
+(docs/formulation.md §2) — credits small pools with a large pool's rate. Both yield to one
+incumbent, found first:
+
+1. the LP relaxation (`build_model(relaxed=True)`): its bound z and the reduced cost d of every
+   x[k,t];
+2. the incumbent, of objective U: the program restricted to the configs the LP uses and —
+   because pooling rewards one large pool where the LP spreads demand over many small ones — to
+   the configs that carry each class, and all classes together, most cheaply alone: a dozen or
+   two configs, solved in a fraction of a second;
+3. every plan whose objective is at most U then has, for each config,
+   x[k,t] ≤ (U − z)/d[k,t]   (LP duality: objective ≥ z + d·x), and
+   x[k,t] ≤ U / (tp·p·w_t)   (its own GPUs, at their cheapest weight w_t in the objective),
+   so those bounds hold for the optimum: configs bounded at 0 in every period are dropped, and
+   the pooling chords of the rest are drawn to their smaller X.
+
+The program left holds the incumbent and every plan no dearer, so its optimum is the program's
+and its bound a bound of the program: exact, not a heuristic. Should its solve stop (time limit)
+without a plan as cheap, the incumbent is the answer (pipeline.solve_block).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import pyomo.environ as pyo
+
+from fleetopt.formulation import build_model
+from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
+from fleetopt.formulation.model import replica_bound
+from fleetopt.solve import Outcome, SolveOptions, run_highs, solve_relaxation
+
+RESTRICTED_TIME_SHARE = 0.1
+"""Of the time limit, what the program restricted to a few configs may take."""
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """The restricted program, solved: a plan of the whole program."""
+
+    model: pyo.ConcreteModel
+    configs: list[int]
+    """Index in the given program of each of its configs."""
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Presolved:
+    data: ProgramData
+    """The program left: the configs kept, with the bounds the incumbent proves."""
+    kept: list[int]
+    """Index in the given program of each kept config."""
+    incumbent: Incumbent | None = None
+    lower_bound: float | None = None
+    """The LP relaxation's objective: no plan is cheaper."""
+
+
+def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
+    """The program reduced by an incumbent; unchanged where the LP or the restricted program
+    finds none in time, or where the objective is throughput."""
+    unchanged = Presolved(data, list(range(len(data.configs))))
+    if data.maximize_throughput:
+        return unchanged
+    alone = _alone_bound(data)
+    first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, alone))
+    lp = build_model(first.data, relaxed=True)
+    relaxation = solve_relaxation(lp, options)
+    if relaxation is None:  # infeasible or out of time: the program itself will say which
+        return unchanged
+    incumbent = _restricted(first.data, lp, options)
+    if incumbent is None:
+        return dataclasses.replace(first, lower_bound=relaxation.objective)
+    if incumbent.outcome.interrupted:  # Ctrl-C: the incumbent is the answer (pipeline)
+        incumbent = dataclasses.replace(
+            incumbent, configs=[first.kept[k] for k in incumbent.configs]
+        )
+        return Presolved(first.data, first.kept, incumbent, relaxation.objective)
+    upper = incumbent.outcome.objective
+    slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
+    used = {
+        (incumbent.configs[i], t): round(var.value)
+        for (i, t), var in incumbent.model.x.items()
+        if var.value
+    }
+
+    def proven(k: int, t: int, bound: int) -> int:
+        reduced_cost = relaxation.reduced_costs[lp.x[k, t]]
+        if reduced_cost > 1e-9:
+            bound = min(bound, math.floor(slack / reduced_cost))
+        return max(_by_cost(first.data, k, t, bound, upper), used.get((k, t), 0))
+
+    second = _cut(first.data, proven, lp.replica_bound)
+    kept = [first.kept[k] for k in second.kept]
+    incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
+    return Presolved(second.data, kept, incumbent, relaxation.objective)
+
+
+def _cut(data: ProgramData, tighten, bounds: dict | None = None) -> Presolved:
+    """The program with x[k,t] ≤ tighten(k, t, its bound now) and the configs bounded at 0 in
+    every period dropped."""
+    if bounds is None:
+        periods = range(len(data.periods))
+        bounds = {
+            (k, t): replica_bound(data, k, t) for k in range(len(data.configs)) for t in periods
+        }
+    new = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
+    periods = range(len(data.periods))
+    kept = [k for k in range(len(data.configs)) if any(new[k, t] for t in periods)]
+    return Presolved(data.restricted(kept, new), kept)
+
+
+def _by_cost(data: ProgramData, k: int, t: int, bound: int, upper: float | None) -> int:
+    """x[k,t] ≤ U / (tp·p·w_t): a plan of objective at most U pays at least that for them."""
+    if upper is None:
+        return bound
+    return min(bound, math.floor(upper * (1 + 1e-9) / _replica_cost(data, k, t)))
+
+
+def _restricted(data: ProgramData, lp: pyo.ConcreteModel, options: SolveOptions):
+    """The program on the configs the LP uses and the consolidating ones, solved; None if it
+    has no plan in its share of the time."""
+    used = {k for (k, _), var in lp.x.items() if (var.value or 0.0) > 1e-7}
+    names = [c.name for c in data.classes]
+    for group in [names, *([n] for n in names)]:
+        used |= {k for _, k, _ in _cheapest_alone(data, group).values()}
+    configs = sorted(used)
+    model = build_model(data.restricted(configs))
+    limit = None if options.time_limit is None else options.time_limit * RESTRICTED_TIME_SHARE
+    outcome = run_highs(model, dataclasses.replace(options, time_limit=limit, verbose=False))
+    if outcome.objective is None:
+        return None
+    return Incumbent(model, configs, outcome)
+
+
+def _cheapest_alone(data: ProgramData, group: list[str], t: int = 0) -> dict[str, tuple]:
+    """For each role, the config that carries all of these classes alone most cheaply in
+    period t: role -> (its GPUs' $/h, config index, replicas)."""
+    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
+    scale = data.periods[t].multiplier
+    rates = {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
+    best: dict[str, tuple] = {}
+    for k, config in enumerate(data.configs):
+        if not set(group) <= set(config.usage):
+            continue
+        replicas = config.replicas_for(rates)
+        option = (replicas * config.tp * price[config.gpu], k, replicas)
+        best[config.role] = min(best.get(config.role, option), option)
+    return best
+
+
+def _alone_bound(data: ProgramData) -> float | None:
+    """The objective of a plan found by arithmetic alone: in every period, every class on the
+    config that carries it alone most cheaply (colocated, or a prefill and a decode config), or
+    all classes together on one such config or pair, whichever is cheaper; paid on demand, in
+    whole nodes. None where it breaks an availability cap or the budget (then it is no plan)."""
+    names = [c.name for c in data.classes]
+    markets = {g.name: g for g in data.gpus}
+    objective = 0.0
+    for t, period in enumerate(data.periods):
+        best = None
+        for groups in ([names], [[n] for n in names]):
+            plan: dict[int, int] = {}
+            for group in groups:
+                alone = _cheapest_alone(data, group, t)
+                pair = [alone[r] for r in ("prefill", "decode") if r in alone]
+                options = ([[alone["colocated"]]] if "colocated" in alone else []) + (
+                    [pair] if len(pair) == 2 else []
+                )
+                if not options:
+                    plan = None
+                    break
+                for _, k, n in min(options, key=lambda o: sum(p[0] for p in o)):
+                    plan[k] = plan.get(k, 0) + n
+            if plan is None:
+                continue
+            gpus: dict[str, int] = {}
+            for k, n in plan.items():
+                gpus[data.configs[k].gpu] = (
+                    gpus.get(data.configs[k].gpu, 0) + n * data.configs[k].tp
+                )
+            for g, n in gpus.items():
+                size = markets[g].gpus_per_node or 1
+                gpus[g] = math.ceil(n / size) * size
+                if markets[g].max_gpus is not None and gpus[g] > markets[g].max_gpus:
+                    plan = None
+            if plan is None:
+                continue
+            cost = sum(markets[g].price_per_gpu_hour * n for g, n in gpus.items())
+            size = sum(gpus.values()) + sum(plan.values())
+            value = cost + GPU_COUNT_TIE_BREAK * size
+            best = value if best is None else min(best, value)
+        if best is None:
+            return None
+        objective += period.hours * best / data.total_hours
+    if data.budget_per_hour is not None and objective > data.budget_per_hour:
+        return None
+    return objective
+
+
+def _replica_cost(data: ProgramData, k: int, t: int) -> float:
+    """The least a replica of config k in period t adds to the objective: its GPUs' price
+    times their weight in the hour-weighted mean (reserved GPUs are paid over every hour,
+    spot at its factor)."""
+    config = data.configs[k]
+    price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
+    weight = data.periods[t].hours / data.total_hours
+    if data.tiers is not None:
+        tiers = data.tiers
+        weight = min(weight, tiers.reserved_price_factor, tiers.spot_price_factor * weight)
+    return config.tp * price * weight
