@@ -7,11 +7,11 @@ Rows: fleetopt/catalog/calibration.csv (output tokens/s per GPU, each with its s
 whose lengths are not known (MLPerf's dataset input mean is not sourced) are listed, not
 predicted.
 
-Split, fixed and independent of any error: the predictable rows in file order are numbered
-0, 1, 2, ...; even rows are fitted, odd rows are held out. The default factors are fitted on all
-even rows; a GPU type with at least MIN_ROWS_PER_GPU even rows also gets its own factors, fitted on
-its even rows starting from the default. Held-out rows are predicted with the same factors and
-were never seen by the fit. The shipped factors (fleetopt/perf/efficiency.py DEFAULT and
+Split, fixed and independent of any error (`split`): within each (model, GPU, tp) in file order
+the 1st, 3rd, ... row is fitted and the 2nd, 4th, ... held out. The default factors are fitted on
+all fitted rows; a GPU type with at least MIN_ROWS_PER_GPU fitted rows also gets its own factors,
+fitted on its rows starting from the default. Held-out rows are predicted with the same factors
+and were never seen by the fit. The shipped factors (fleetopt/perf/efficiency.py DEFAULT and
 `efficiency:` in fleetopt/catalog/gpus.yaml) are the ones this script prints.
 """
 
@@ -23,8 +23,8 @@ import statistics
 from collections.abc import Sequence
 from importlib import resources
 
-from fleetopt.calibrate.fit import fit
-from fleetopt.calibrate.observation import Observation, predict
+from fleetopt.calibrate.fit import fit, free_factors
+from fleetopt.calibrate.observation import BATCH_RULES, Observation, predict
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import DEFAULT
 
@@ -39,6 +39,7 @@ def load_rows() -> tuple[list[Observation], list[dict]]:
         if not row["input_tokens"] or not row["tensor_parallel"]:
             skipped.append(row)
             continue
+        seqs = row["max_num_seqs"]
         usable.append(
             Observation(
                 model=row["model"],
@@ -51,21 +52,41 @@ def load_rows() -> tuple[list[Observation], list[dict]]:
                 output_tokens_per_s_per_gpu=float(row["output_tokens_per_s_per_gpu"]),
                 ttft_ms=float(row["ttft_ms"]) if row["ttft_ms"] else None,
                 tpot_ms=float(row["tpot_ms"]) if row["tpot_ms"] else None,
-                max_num_seqs=int(row["max_num_seqs"] or 2048),
+                max_num_seqs=int(seqs) if seqs.isdigit() else 2048,
+                batch_rule=seqs if seqs in BATCH_RULES else None,
                 label=row["latency_limit"],
+                kv_cache_free_fraction=float(row["kv_cache_free_fraction"])
+                if row["kv_cache_free_fraction"]
+                else None,
             )
         )
     return usable, skipped
 
 
+def split(rows: Sequence[Observation]) -> tuple[list[Observation], list[Observation]]:
+    """Fitted and held-out rows: within each (model, GPU, tp) in file order, the 1st, 3rd, ...
+    row is fitted and the 2nd, 4th, ... held out — fixed, never chosen by error, and balanced
+    over every replica configuration."""
+    seen: dict[tuple, int] = {}
+    fitted, held_out = [], []
+    for o in rows:
+        group = (o.model, o.gpu, o.tensor_parallel)
+        seen[group] = seen.get(group, -1) + 1
+        (held_out if seen[group] % 2 else fitted).append(o)
+    return fitted, held_out
+
+
 def fit_factors(fitted: Sequence[Observation]) -> tuple[Efficiency, dict[str, Efficiency]]:
-    """The default factors (all fitted rows) and per-GPU factors where a GPU has enough rows."""
-    default = fit(fitted, DEFAULT)
+    """The default factors (all fitted rows: compute, memory, the engine's step overhead and the
+    MoE correction) and, where a GPU has enough rows, its own compute and memory shares (and
+    interconnect, off NVLink); the step overhead and the MoE correction stay the default's."""
+    default = fit(fitted, DEFAULT, free_factors(fitted, moe=True))
     per_gpu = {}
     for gpu in sorted({o.gpu for o in fitted}):
         mine = [o for o in fitted if o.gpu == gpu]
         if len(mine) >= MIN_ROWS_PER_GPU:
-            per_gpu[gpu] = fit(mine, default)
+            names = [n for n in free_factors(mine) if n != "step_overhead_ms"]
+            per_gpu[gpu] = fit(mine, default, names)
     return default, per_gpu
 
 
@@ -105,14 +126,14 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     args = parser.parse_args()
     usable, skipped = load_rows()
-    fitted, held_out = usable[::2], usable[1::2]
+    fitted, held_out = split(usable)
     factors = fit_factors(fitted)
     default, per_gpu = factors
     print(f"default factors: {default}")
     for gpu, eff in per_gpu.items():
         print(f"{gpu} factors: {eff}")
-    report("Rows fitted on (even rows)", fitted, factors, args.markdown)
-    report("Rows held out (odd rows)", held_out, factors, args.markdown)
+    report("Rows fitted on", fitted, factors, args.markdown)
+    report("Rows held out", held_out, factors, args.markdown)
     print(f"\nNot predicted ({len(skipped)} rows, lengths or tp not sourced):")
     for row in skipped:
         print(

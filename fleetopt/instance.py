@@ -111,6 +111,12 @@ class Efficiency(Strict):
     """Share of scale-up / scale-out bandwidth reached by all-reduce and KV transfer."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed time per engine step (scheduling, kernel launches, sampling), ms."""
+    moe: float | None = Field(None, gt=0, le=1)
+    """MoE models: the share of these efficiencies (compute and memory) a tp-1 replica reaches;
+    None: the fitted default's (docs/cost-model.md)."""
+    moe_tp_loss: float | None = Field(None, ge=0)
+    """MoE models: each GPU beyond the first divides that share by 1 + moe_tp_loss · (tp − 1);
+    None: the fitted default's."""
 
 
 class GpuSpec(Strict):

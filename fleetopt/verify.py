@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from fleetopt.catalog import Resolved
 from fleetopt.configs import RequestClass, limits_of, request_class, valid_tensor_parallel
+from fleetopt.instance import Instance
 from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
     OperatingPoint,
@@ -25,21 +26,22 @@ from fleetopt.perf.operating_point import (
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.replica import Replica
 from fleetopt.plan import PeriodPlan, Plan, PoolPlan
+from fleetopt.workload.replay import bucket_workloads
 
 REL_TOL = 1e-6
 
 
 def verify(plan: Plan, resolved: Resolved) -> list[str]:
     """Every violated constraint, in words; an empty list means the plan holds."""
+    classes, problems = served_classes(plan, resolved.instance)
     if not plan.periods:
         view = PeriodPlan(
             0, 1.0, 1.0, plan.cost_per_hour, plan.gpus, None, None, plan.pools, plan.workloads
         )
-        problems = _check_period(view, plan.demand_scale, resolved)
+        problems += _check_period(view, plan.demand_scale, resolved, classes)
         return problems + _check_cost(plan, [view], resolved)
     profile = resolved.instance.demand_profile
     multipliers = profile.multipliers if profile is not None else [1.0]
-    problems = []
     if len(plan.periods) != len(multipliers):
         problems.append(f"{len(plan.periods)} periods for {len(multipliers)} demand multipliers")
     for period, multiplier in zip(plan.periods, multipliers, strict=False):
@@ -47,14 +49,31 @@ def verify(plan: Plan, resolved: Resolved) -> list[str]:
             problems.append(f"period {period.index}: multiplier {period.multiplier} ≠ {multiplier}")
         problems += [
             f"period {period.index}: {p}"
-            for p in _check_period(period, plan.demand_scale * multiplier, resolved)
+            for p in _check_period(period, plan.demand_scale * multiplier, resolved, classes)
         ]
     return problems + _check_cost(plan, plan.periods, resolved)
 
 
-def _check_period(period: PeriodPlan, scale: float, resolved: Resolved) -> list[str]:
+def served_classes(plan: Plan, instance: Instance) -> tuple[dict[str, RequestClass], list[str]]:
+    """The request classes the plan must serve: the instance's workloads, a workload split by
+    prompt length (`length_routing`) replaced by its buckets, whose rates must add up to it."""
+    classes = {w.name: request_class(w) for w in instance.workloads}
+    problems = []
+    buckets = bucket_workloads(plan, instance)
+    for source in {b["source"] for b in (plan.length_routing or {}).get("buckets", [])}:
+        whole = classes.pop(source).requests_per_s
+        parts = sum(
+            b["requests_per_s"] for b in plan.length_routing["buckets"] if b["source"] == source
+        )
+        if not _close(parts, whole):
+            problems.append(f"{source}: length buckets carry {parts:.4g} of {whole:.4g} req/s")
+    return classes | {w.name: request_class(w) for w in buckets}, problems
+
+
+def _check_period(
+    period: PeriodPlan, scale: float, resolved: Resolved, classes: dict[str, RequestClass]
+) -> list[str]:
     """Routes cover scale × each class's rate, every pool holds its load, GPUs cover the pools."""
-    classes = {w.name: request_class(w) for w in resolved.instance.workloads}
     problems: list[str] = []
     loads: dict[int, list[tuple[RequestClass, float]]] = defaultdict(list)
     served: dict[tuple[str, str], float] = defaultdict(float)

@@ -87,7 +87,8 @@ def test_instance_json_has_the_contract_fields(solved):
         assert pool["gpus"] == pool["replicas"] * pool["tensor_parallel"]
         assert pool["role"] in ("colocated", "prefill", "decode")
         assert 0 <= pool["utilization"] <= 1 + 1e-6
-    assert {w["name"] for w in data["workloads"]} == {w.name for w in instance.workloads}
+    served = _served(instance, data)
+    assert {w["name"] for w in data["workloads"]} == {n for ws in served.values() for n in ws}
     for w in data["workloads"]:
         for field, kind in WORKLOAD_FIELDS.items():
             assert isinstance(w[field], kind), (field, w[field])
@@ -124,11 +125,21 @@ def test_instance_json_has_the_contract_fields(solved):
         hours = sum(p["hours"] for p in data["periods"])
         assert data["cost_per_hour"] == pytest.approx(total / hours)
         assert data["saving_per_hour"] >= -1e-6  # never worse than one fleet sized for the peak
-    # demand reported in tokens, as the instance states it
+    # demand reported in tokens, as the instance states it (a length-routed workload's buckets
+    # carry its tokens between them)
     for w in instance.workloads:
-        out = next(x for x in data["workloads"] if x["name"] == w.name)
-        assert out["prefill_tokens_per_s"] == pytest.approx(w.rate * w.input.mean)
-        assert out["decode_tokens_per_s"] == pytest.approx(w.rate * w.output.mean)
+        outs = [x for x in data["workloads"] if x["name"] in served[w.name]]
+        assert sum(x["prefill_tokens_per_s"] for x in outs) == pytest.approx(w.rate * w.input.mean)
+        assert sum(x["decode_tokens_per_s"] for x in outs) == pytest.approx(w.rate * w.output.mean)
+
+
+def _served(instance, data) -> dict[str, list[str]]:
+    """The plan's workload names serving each instance workload: itself, or its length buckets."""
+    buckets = (data.get("length_routing") or {}).get("buckets", [])
+    served = {
+        w.name: [b["name"] for b in buckets if b["source"] == w.name] for w in instance.workloads
+    }
+    return {name: names or [name] for name, names in served.items()}
 
 
 def test_instance_json_round_trips(solved):
@@ -141,12 +152,13 @@ def test_instance_json_round_trips(solved):
 def test_instance_slo_is_met_by_prediction(solved):
     """The predicted (queueing-free) latency of every class is within its targets."""
     _, instance, plan = solved
+    served = _served(instance, json.loads(plan.to_json()))
     for w in instance.workloads:
-        out = next(x for x in plan.workloads if x.name == w.name)
-        if w.slo is None:
-            continue
-        if w.slo.ttft_ms is not None and out.ttft_ms is not None:
-            assert out.ttft_ms <= w.slo.ttft_ms * (1 + 1e-6)
-        if w.slo.tpot_ms is not None and out.tpot_ms is not None:
-            assert out.tpot_ms <= w.slo.tpot_ms * (1 + 1e-6)
-        assert not math.isnan(out.prefill_tokens_per_s)
+        for out in (x for x in plan.workloads if x.name in served[w.name]):
+            if w.slo is None:
+                continue
+            if w.slo.ttft_ms is not None and out.ttft_ms is not None:
+                assert out.ttft_ms <= w.slo.ttft_ms * (1 + 1e-6)
+            if w.slo.tpot_ms is not None and out.tpot_ms is not None:
+                assert out.tpot_ms <= w.slo.tpot_ms * (1 + 1e-6)
+            assert not math.isnan(out.prefill_tokens_per_s)

@@ -17,7 +17,9 @@ from fleetopt.catalog import resolve
 from fleetopt.cli import main
 from fleetopt.instance import TokenDistribution, parse_instance
 from fleetopt.pipeline import plan_fleet
+from fleetopt.plan import Plan
 from fleetopt.simulate import request_stream, simulate_plan
+from fleetopt.verify import verify
 from fleetopt.workload.buckets import bucket_percentile
 from fleetopt.workload.routing import Router, cost
 
@@ -106,6 +108,17 @@ def test_buckets_cover_the_mix_and_carry_its_rate(plan):
     assert buckets[0]["input_tokens_from"] == 1 and buckets[-1]["input_tokens_to"] is None
     for lower, upper in pairwise(buckets):
         assert upper["input_tokens_from"] == lower["input_tokens_to"] + 1
+
+
+def test_a_length_routed_plan_verifies_against_the_instance_as_written(plan):
+    """verify serves the buckets in place of the workload they split, and they must carry all
+    of its requests: a bucket's rate shaved off the record is caught."""
+    resolved = resolve(parse_instance(copy.deepcopy(HISTOGRAM)))
+    assert len(plan.length_routing["buckets"]) > 1
+    assert verify(plan, resolved) == []
+    shaved = Plan.from_dict(json.loads(plan.to_json()))
+    shaved.length_routing["buckets"][0]["requests_per_s"] *= 0.5
+    assert any("length buckets carry" in p for p in verify(shaved, resolved))
 
 
 def test_each_bucket_is_sized_at_its_tail_length_not_its_mean(plan):

@@ -1,10 +1,18 @@
-"""Fit efficiency factors (compute, memory, step overhead) to observations by grid search.
+"""Fit efficiency factors (compute, memory, step overhead; interconnect and MoE where the
+observations can tell them apart) to observations on a grid.
 
 Objective: median absolute log error plus a quarter of the largest, so one bad row cannot be
-traded for many good ones and the median is not bought with a wild outlier. The interconnect
-factor is not identified by NVLink rows at tp <= 8 (the all-reduce is a small share of a step)
-and is kept at the starting value. Among equally good factors the one nearest the starting
-factors wins, which keeps a fit to one or two benchmark files from wandering.
+traded for many good ones and the median is not bought with a wild outlier. Search: every point
+of the grid of the three core factors (compute, memory, step overhead), then, from the best,
+each free factor in turn takes the best value of its grid with the others held, until a whole
+round moves none. Among equally good values the one nearest the start wins, which keeps a fit to
+one or two benchmark files from wandering.
+
+Which factors move is the caller's (`names`); by default the three core ones and those the
+observations identify. The interconnect factor moves only for the observations of one GPU type,
+some at tp > 1: one factor cannot serve two fabrics (and over NVLink the all-reduce is a small
+share of a step, so the fit there is weak; on PCIe it is a large one). The MoE factors move only
+where asked (`moe=True`) and the observations hold MoE rows.
 """
 
 from __future__ import annotations
@@ -15,11 +23,21 @@ import statistics
 from collections.abc import Sequence
 
 from fleetopt.calibrate.observation import Observation, relative_error
+from fleetopt.catalog import model_catalog
 from fleetopt.instance import Efficiency
+from fleetopt.perf.efficiency import DEFAULT
 
-COMPUTE_GRID = [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8]
-MEMORY_GRID = [0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
-OVERHEAD_GRID_MS = [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+GRIDS: dict[str, list[float]] = {
+    "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
+    "memory": [0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9],
+    "step_overhead_ms": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+    "interconnect": [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+    "moe": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+    "moe_tp_loss": [0.0, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2],
+}
+CORE = ("compute", "memory", "step_overhead_ms")
+SCALE = {"step_overhead_ms": 10.0, "moe_tp_loss": 0.25}
+"""How far a unit of each factor counts in the distance to the start (tie-breaks)."""
 
 
 def score(observations: Sequence[Observation], efficiency: Efficiency) -> float:
@@ -27,24 +45,52 @@ def score(observations: Sequence[Observation], efficiency: Efficiency) -> float:
     return statistics.median(errs) + 0.25 * max(errs)
 
 
-def fit(observations: Sequence[Observation], start: Efficiency) -> Efficiency:
-    """The grid point with the best score; ties go to the point nearest `start`."""
+def free_factors(observations: Sequence[Observation], moe: bool = False) -> list[str]:
+    """The factors these observations identify."""
+    models = model_catalog()
+    names = list(CORE)
+    types = {o.gpu for o in observations}
+    if len(types) == 1 and any(o.tensor_parallel > 1 for o in observations):
+        names.append("interconnect")
+    if moe and any(models[o.model].num_experts is not None for o in observations):
+        names += ["moe", "moe_tp_loss"]
+    return names
+
+
+def fit(
+    observations: Sequence[Observation], start: Efficiency, names: Sequence[str] | None = None
+) -> Efficiency:
+    """The best point found from `start`, moving only `names` (default: the core factors and
+    those the observations identify, MoE excepted); ties go to the point nearest it."""
     if not observations:
         raise ValueError("no observations to fit")
-    best, best_key = start, (math.inf, math.inf)
-    for compute, memory, overhead in itertools.product(COMPUTE_GRID, MEMORY_GRID, OVERHEAD_GRID_MS):
-        eff = Efficiency(
-            compute=compute,
-            memory=memory,
-            interconnect=start.interconnect,
-            step_overhead_ms=overhead,
-        )
-        distance = (
-            abs(compute - start.compute)
-            + abs(memory - start.memory)
-            + abs(overhead - start.step_overhead_ms) / 10
-        )
-        key = (round(score(observations, eff), 4), distance)
-        if key < best_key:
-            best, best_key = eff, key
+    names = list(free_factors(observations) if names is None else names)
+    start = start.model_copy(update={n: _value(start, n) for n in names})
+
+    def key(eff: Efficiency) -> tuple[float, float]:
+        distance = sum(abs(_value(eff, n) - _value(start, n)) / SCALE.get(n, 1.0) for n in names)
+        return round(score(observations, eff), 4), distance
+
+    core = [n for n in CORE if n in names]
+    candidates = (
+        start.model_copy(update=dict(zip(core, values, strict=True)))
+        for values in itertools.product(*(GRIDS[n] for n in core))
+    )
+    best = min(candidates, key=key)
+    best_key = key(best)
+    moved = True
+    while moved:
+        moved = False
+        for name in names:
+            for value in GRIDS[name]:
+                candidate = best.model_copy(update={name: value})
+                candidate_key = key(candidate)
+                if candidate_key < best_key:
+                    best, best_key, moved = candidate, candidate_key, True
     return best
+
+
+def _value(eff: Efficiency, name: str) -> float:
+    """A factor's value; the MoE ones, where unset, at the default's."""
+    value = getattr(eff, name)
+    return getattr(DEFAULT, name) if value is None else value

@@ -8,17 +8,20 @@ of one replica for that single class (`best_throughput`), so fitting to it calib
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog
 from fleetopt.errors import InputError
 from fleetopt.instance import Efficiency, Serving
 from fleetopt.perf.operating_point import Limits, RequestShape
-from fleetopt.perf.replica import Replica
+from fleetopt.perf.replica import ACTIVATION_RESERVE_GB, Replica
 from fleetopt.perf.throughput import best_throughput
 
 CHUNKS = [256, 512, 1024, 2048, 4096, 8192, 16384]
 """Chunk budgets a measured engine may have used: the prediction takes the best of them."""
+BATCH_RULES = ("trtllm-bench",)
+"""Engine rules that set the batch and per-step token limits from the benchmark's lengths."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,13 @@ class Observation:
     tpot_ms: float | None = None
     max_num_seqs: int = 256
     label: str = ""
+    kv_cache_free_fraction: float | None = None
+    """TensorRT-LLM's rule for its KV cache: this share of the memory left after the weights
+    and the activation reserve (`--kv_cache_free_gpu_mem_fraction`); None: the planner's rule,
+    a share of all memory (`gpu_memory_utilization`, vLLM's)."""
+    batch_rule: str | None = None
+    """'trtllm-bench': the batch and per-step token limits are what `trtllm-bench` derives
+    from the dataset's lengths (`trtllm_bench_settings`), not `max_num_seqs`."""
 
     def shape(self) -> RequestShape:
         return RequestShape(
@@ -46,10 +56,52 @@ class Observation:
             None if self.tpot_ms is None else self.tpot_ms / 1e3,
         )
 
-    def limits(self) -> Limits:
+    def limits(self, replica: Replica) -> Limits:
         """Engine limits of a saturated benchmark: prefill may use all its compute, the batch is
-        bounded by the engine's stated limit, the KV cache by the usual 0.9 of HBM."""
-        return Limits(1.0, self.max_num_seqs, Serving().gpu_memory_utilization)
+        bounded by the engine's stated limit (or its rule), the KV cache by the engine's memory
+        rule — given as the share of all memory that leaves the same KV cache."""
+        seqs = self.max_num_seqs
+        if self.batch_rule == "trtllm-bench":
+            seqs = self.trtllm_bench_settings(replica)[0]
+        return Limits(1.0, seqs, self.memory_utilization(replica))
+
+    def chunks(self, replica: Replica) -> list[int]:
+        """Prefill chunks the engine may have used. Under trtllm-bench's `max_num_tokens` a step
+        holds the decode batch and the prompt chunk together, so a chunk takes at most what a
+        full batch leaves (and never less than the smallest chunk)."""
+        if self.batch_rule != "trtllm-bench":
+            return CHUNKS
+        batch, tokens = self.trtllm_bench_settings(replica)
+        room = max(tokens - batch, CHUNKS[0])
+        return [c for c in CHUNKS if c <= room]
+
+    def trtllm_bench_settings(self, replica: Replica) -> tuple[int, int]:
+        """(max_batch_size, max_num_tokens) as `trtllm-bench build` sets them (TensorRT-LLM
+        tensorrt_llm/bench/build/tuning.py, `calc_engine_setting` / `finetune_setting`): the
+        requests whose whole sequence (input + output) fits the KV cache — 0.95 of the memory
+        left after the weights — capped at 4096 and rounded up; tokens per step that batch
+        times (1 + input/output), capped at 32768, rounded up, at least 2048."""
+        free = replica.tp * replica.gpu.spec.memory_gb * 1e9 - replica.weight_bytes
+        fraction = 0.95 if self.kv_cache_free_fraction is None else self.kv_cache_free_fraction
+        sequence = replica.kv_footprint_per_token * (self.input_tokens + self.output_tokens)
+        raw_batch = min(max(fraction * free, 0.0) / sequence, 4096.0)
+        raw_tokens = min(raw_batch * (1 + self.input_tokens / self.output_tokens), 32768.0)
+        step = 32 if raw_batch < 256 else 128 if raw_batch < 1024 else 256
+        batch = max(64, step * math.ceil(raw_batch / step))
+        step = 256 if raw_tokens < 4096 else 512 if raw_tokens < 8192 else 1024
+        tokens = max(2048, step * math.ceil(raw_tokens / step))
+        return batch, tokens
+
+    def memory_utilization(self, replica: Replica) -> float:
+        default = Serving().gpu_memory_utilization
+        if self.kv_cache_free_fraction is None:
+            return default
+        total = replica.tp * replica.gpu.spec.memory_gb * 1e9
+        reserve = replica.tp * ACTIVATION_RESERVE_GB * 1e9
+        free = total - reserve - replica.weight_bytes
+        if free <= 0:  # does not fit either way
+            return default
+        return (self.kv_cache_free_fraction * free + replica.weight_bytes + reserve) / total
 
 
 def replica_for(obs: Observation, efficiency: Efficiency) -> Replica:
@@ -67,7 +119,8 @@ def replica_for(obs: Observation, efficiency: Efficiency) -> Replica:
 def predict(obs: Observation, efficiency: Efficiency) -> float:
     """Predicted output tokens/s per GPU (0 where no operating point meets the limits)."""
     shape = obs.shape()
-    best = best_throughput(replica_for(obs, efficiency), "colocated", shape, CHUNKS, obs.limits())
+    replica = replica_for(obs, efficiency)
+    best = best_throughput(replica, "colocated", shape, obs.chunks(replica), obs.limits(replica))
     return best.output_tokens_per_s(shape) / obs.tensor_parallel if best else 0.0
 
 

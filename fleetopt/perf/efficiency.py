@@ -13,7 +13,23 @@ from __future__ import annotations
 from fleetopt.catalog import Gpu
 from fleetopt.instance import Efficiency, GpuSpec
 
-DEFAULT = Efficiency(compute=0.55, memory=0.65, interconnect=0.7, step_overhead_ms=10.0)
+DEFAULT = Efficiency(
+    compute=0.5,
+    memory=0.65,
+    interconnect=0.7,
+    step_overhead_ms=8.0,
+    moe=1.0,
+    moe_tp_loss=0.075,
+)
+
+
+def moe_share(efficiency: Efficiency, tp: int) -> float:
+    """What an MoE replica of `tp` GPUs reaches of the dense factors: moe / (1 + loss·(tp − 1)).
+    An empirical correction fitted to MoE rows (docs/cost-model.md): grouped expert GEMMs split
+    over tp GPUs run further from the datasheet than dense ones, the more so the finer the split."""
+    share = DEFAULT.moe if efficiency.moe is None else efficiency.moe
+    loss = DEFAULT.moe_tp_loss if efficiency.moe_tp_loss is None else efficiency.moe_tp_loss
+    return share / (1 + loss * (tp - 1))
 
 
 def efficiency_for_spec(spec: GpuSpec | None) -> Efficiency:

@@ -20,7 +20,7 @@ from functools import cached_property
 
 from fleetopt.catalog import Gpu, Model
 from fleetopt.instance import ModelSpec
-from fleetopt.perf.efficiency import efficiency_for
+from fleetopt.perf.efficiency import efficiency_for, moe_share
 
 BYTES_PER_VALUE = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5}
 ACTIVATION_BYTES = 2.0  # all-reduce payloads are bf16 activations
@@ -103,11 +103,18 @@ class Replica:
         peak = spec.bf16_tflops
         if self.model.weight_dtype == "fp8" and spec.fp8_tflops is not None:
             peak = spec.fp8_tflops
-        return self.tp * peak * 1e12 * self.efficiency.compute
+        return self.tp * peak * 1e12 * self.efficiency.compute * self.moe_share
 
     @cached_property
     def bytes_per_s(self) -> float:
-        return self.tp * self.gpu.spec.hbm_tb_s * 1e12 * self.efficiency.memory
+        return self.tp * self.gpu.spec.hbm_tb_s * 1e12 * self.efficiency.memory * self.moe_share
+
+    @cached_property
+    def moe_share(self) -> float:
+        """1 for a dense model; an MoE model's replicas reach less of both peaks."""
+        if self.model.spec.num_experts is None:
+            return 1.0
+        return moe_share(self.efficiency, self.tp)
 
     @cached_property
     def weight_read_s(self) -> float:
