@@ -60,11 +60,11 @@ def served_classes(plan: Plan, instance: Instance) -> tuple[dict[str, RequestCla
     classes = {w.name: request_class(w) for w in instance.workloads}
     problems = []
     buckets = bucket_workloads(plan, instance)
-    for source in {b["source"] for b in (plan.length_routing or {}).get("buckets", [])}:
+    carried: dict[str, float] = defaultdict(float)
+    for b in (plan.length_routing or {}).get("buckets", []):
+        carried[b["source"]] += b["requests_per_s"]
+    for source, parts in carried.items():
         whole = classes.pop(source).requests_per_s
-        parts = sum(
-            b["requests_per_s"] for b in plan.length_routing["buckets"] if b["source"] == source
-        )
         if not _close(parts, whole):
             problems.append(f"{source}: length buckets carry {parts:.4g} of {whole:.4g} req/s")
     return classes | {w.name: request_class(w) for w in buckets}, problems

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from fleetopt.calibrate.observation import Observation, relative_error
 from fleetopt.catalog import model_catalog
 from fleetopt.instance import Efficiency
-from fleetopt.perf.efficiency import DEFAULT
+from fleetopt.perf.efficiency import factor
 
 GRIDS: dict[str, list[float]] = {
     "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
@@ -65,10 +65,10 @@ def fit(
     if not observations:
         raise ValueError("no observations to fit")
     names = list(free_factors(observations) if names is None else names)
-    start = start.model_copy(update={n: _value(start, n) for n in names})
+    start = start.model_copy(update={n: factor(start, n) for n in names})
 
     def key(eff: Efficiency) -> tuple[float, float]:
-        distance = sum(abs(_value(eff, n) - _value(start, n)) / SCALE.get(n, 1.0) for n in names)
+        distance = sum(abs(factor(eff, n) - factor(start, n)) / SCALE.get(n, 1.0) for n in names)
         return round(score(observations, eff), 4), distance
 
     core = [n for n in CORE if n in names]
@@ -88,9 +88,3 @@ def fit(
                 if candidate_key < best_key:
                     best, best_key, moved = candidate, candidate_key, True
     return best
-
-
-def _value(eff: Efficiency, name: str) -> float:
-    """A factor's value; the MoE ones, where unset, at the default's."""
-    value = getattr(eff, name)
-    return getattr(DEFAULT, name) if value is None else value

@@ -56,24 +56,19 @@ class Observation:
             None if self.tpot_ms is None else self.tpot_ms / 1e3,
         )
 
-    def limits(self, replica: Replica) -> Limits:
-        """Engine limits of a saturated benchmark: prefill may use all its compute, the batch is
-        bounded by the engine's stated limit (or its rule), the KV cache by the engine's memory
-        rule — given as the share of all memory that leaves the same KV cache."""
-        seqs = self.max_num_seqs
+    def engine(self, replica: Replica) -> tuple[Limits, list[int]]:
+        """Engine limits of a saturated benchmark, and the prefill chunks it may have used.
+        Prefill may use all its compute, the batch is bounded by the engine's stated limit (or
+        its rule), the KV cache by the engine's memory rule — given as the share of all memory
+        that leaves the same KV cache. Under trtllm-bench's `max_num_tokens` a step holds the
+        decode batch and the prompt chunk together, so a chunk takes at most what a full batch
+        leaves (and never less than the smallest chunk)."""
+        seqs, chunks = self.max_num_seqs, CHUNKS
         if self.batch_rule == "trtllm-bench":
-            seqs = self.trtllm_bench_settings(replica)[0]
-        return Limits(1.0, seqs, self.memory_utilization(replica))
-
-    def chunks(self, replica: Replica) -> list[int]:
-        """Prefill chunks the engine may have used. Under trtllm-bench's `max_num_tokens` a step
-        holds the decode batch and the prompt chunk together, so a chunk takes at most what a
-        full batch leaves (and never less than the smallest chunk)."""
-        if self.batch_rule != "trtllm-bench":
-            return CHUNKS
-        batch, tokens = self.trtllm_bench_settings(replica)
-        room = max(tokens - batch, CHUNKS[0])
-        return [c for c in CHUNKS if c <= room]
+            seqs, tokens = self.trtllm_bench_settings(replica)
+            room = max(tokens - seqs, CHUNKS[0])
+            chunks = [c for c in CHUNKS if c <= room]
+        return Limits(1.0, seqs, self.memory_utilization(replica)), chunks
 
     def trtllm_bench_settings(self, replica: Replica) -> tuple[int, int]:
         """(max_batch_size, max_num_tokens) as `trtllm-bench build` sets them (TensorRT-LLM
@@ -120,7 +115,8 @@ def predict(obs: Observation, efficiency: Efficiency) -> float:
     """Predicted output tokens/s per GPU (0 where no operating point meets the limits)."""
     shape = obs.shape()
     replica = replica_for(obs, efficiency)
-    best = best_throughput(replica, "colocated", shape, obs.chunks(replica), obs.limits(replica))
+    limits, chunks = obs.engine(replica)
+    best = best_throughput(replica, "colocated", shape, chunks, limits)
     return best.output_tokens_per_s(shape) / obs.tensor_parallel if best else 0.0
 
 

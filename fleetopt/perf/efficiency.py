@@ -27,9 +27,13 @@ def moe_share(efficiency: Efficiency, tp: int) -> float:
     """What an MoE replica of `tp` GPUs reaches of the dense factors: moe / (1 + loss·(tp − 1)).
     An empirical correction fitted to MoE rows (docs/cost-model.md): grouped expert GEMMs split
     over tp GPUs run further from the datasheet than dense ones, the more so the finer the split."""
-    share = DEFAULT.moe if efficiency.moe is None else efficiency.moe
-    loss = DEFAULT.moe_tp_loss if efficiency.moe_tp_loss is None else efficiency.moe_tp_loss
-    return share / (1 + loss * (tp - 1))
+    return factor(efficiency, "moe") / (1 + factor(efficiency, "moe_tp_loss") * (tp - 1))
+
+
+def factor(efficiency: Efficiency, name: str) -> float:
+    """One factor's value; an optional one left unset (the MoE correction) at the default's."""
+    value = getattr(efficiency, name)
+    return getattr(DEFAULT, name) if value is None else value
 
 
 def efficiency_for_spec(spec: GpuSpec | None) -> Efficiency:
