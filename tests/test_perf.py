@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -239,16 +240,29 @@ def test_single_sequence_decode_is_memory_bound():
 
 
 def test_large_batch_decode_becomes_compute_bound():
-    # 512 sequences of 100 tokens on an h100-sxm: 512 * 2 * 8.03e9 FLOPs at 989 TFLOP/s * 0.5
-    # is ~16.6 ms; reading 16.06 GB at 3.35 TB/s * 0.6 is ~8 ms (plus ~3.3 ms of KV)
+    # 512 sequences of 100 tokens on an h100-sxm (llama 3.1 8B, bf16): the matmuls, 512 * 2 *
+    # 8.03e9 FLOPs at 989 TFLOP/s * eff_c, outrun reading the 16.06 GB of weights; attention
+    # reads the 51,200 context tokens' KV (131,072 B each) after them, in its own kernel
     r = replica("llama-3.1-8b", "h100-sxm")
+    eff = efficiency_for(r.gpu)
+    matmuls = 512 * 2 * 8.03e9 / (989e12 * eff.compute)
+    weights = 16.06e9 / (3.35e12 * eff.memory)
+    attention = 512 * 100 * 131072 / (3.35e12 * eff.memory)
+    assert matmuls > weights
     step = r.step_s(decode_seqs=512, decode_context_tokens=512 * 100)
-    compute = 512 * r.linear_s_per_token + 512 * 100 * r.attention_s_per_pair
-    assert step == pytest.approx(
-        r.fixed_s + max(compute, r.weight_read_s + 512 * 100 * r.kv_read_s_per_token)
-    )
-    assert compute > r.weight_read_s + 512 * 100 * r.kv_read_s_per_token
-    assert step == pytest.approx(r.fixed_s + compute)
+    assert step == pytest.approx(r.fixed_s + matmuls + attention, rel=1e-3)
+
+
+def test_decode_attention_is_bound_by_its_flops_where_they_outrun_the_kv_read():
+    # per context token, attention reads 2 * layers * kv_heads * head_dim bytes and does
+    # 4 * layers * q_heads * head_dim FLOPs: with the FLOP/s-to-bandwidth ratio raised far
+    # enough (here by a 1,000x bandwidth), the FLOPs bind
+    r = replica("llama-3.1-8b", "h100-sxm")
+    gpu = r.gpu.spec.model_copy(update={"hbm_tb_s": r.gpu.spec.hbm_tb_s * 1000})
+    fast = Replica(r.model, dataclasses.replace(r.gpu, spec=gpu), r.tp)
+    assert fast.attention_s_per_pair > fast.kv_read_s_per_token
+    assert fast.context_s_per_token == fast.attention_s_per_pair
+    assert r.context_s_per_token == r.kv_read_s_per_token
 
 
 # --- MoE --------------------------------------------------------------------------------------

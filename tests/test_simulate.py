@@ -247,8 +247,11 @@ def test_light_load_meets_the_predictions(solved):
 
 
 def test_heavier_load_breaks_the_targets(solved):
+    """Twice the demand breaks the plan. Less may not: the program keeps Erlang headroom on
+    slots and KV and reserves a whole prefill chunk in every step, so the simulated replicas
+    carried 1.5x this demand within its targets (TTFT p99 1,769 ms of 2,000 on 2026-12-03)."""
     plan = solved[0]
-    (w,) = _at_scale(solved, 1.5)["workloads"]
+    (w,) = _at_scale(solved, 2.0)["workloads"]
     slo = plan.workloads[0].slo
     assert w["meets_slo"] is False
     assert w["ttft_ms"]["p99"] > slo["ttft_ms"] or w["tpot_ms"]["p99"] > slo["tpot_ms"]

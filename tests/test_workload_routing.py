@@ -23,8 +23,9 @@ from fleetopt.verify import verify
 from fleetopt.workload.buckets import bucket_percentile
 from fleetopt.workload.routing import Router, cost
 
-CELLS = [(200, 50, 0.5), (2000, 50, 0.4), (12000, 20, 0.1)]
-"""Short chat, medium prompts and a long-prompt tail (candidate boundaries 201 and 2001) at
+CELLS = [(200, 50, 0.55), (2000, 50, 0.35), (12000, 20, 0.1)]
+"""Short chat (a clear majority, so a sampled trace keeps boundary 201 too), medium prompts and a
+long-prompt tail (candidate boundaries 201 and 2001) at
 100 req/s: the long prompts' TTFT queueing need not be paid for the short ones, so a split pays."""
 
 
@@ -66,7 +67,7 @@ def test_one_pool_is_the_whole_mix_as_one_class(plan):
         {
             "requests_per_s": 100,
             "input_tokens": {
-                "mean": 2100,
+                "mean": 2010,  # 0.55·200 + 0.35·2000 + 0.1·12000
                 "min": 200,
                 "p50": 200,
                 "p90": 2000,

@@ -14,11 +14,11 @@ from fleetopt.catalog import Gpu
 from fleetopt.instance import Efficiency, GpuSpec
 
 DEFAULT = Efficiency(
-    compute=0.5,
-    memory=0.65,
+    compute=0.7,
+    memory=0.7,
     interconnect=0.7,
-    step_overhead_ms=8.0,
-    moe=1.0,
+    step_overhead_ms=0.5,
+    moe=0.9,
     moe_tp_loss=0.075,
 )
 

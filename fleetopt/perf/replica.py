@@ -1,12 +1,19 @@
 """One replica of a model on `tp` GPUs of one type: memory, and the parts of an engine step's time.
 
-The step model is a roofline with additive communication (docs/cost-model.md):
+The step model is two rooflines one after the other, with additive communication
+(docs/cost-model.md): the matmuls are bound by the weight read or by their FLOPs, and decode
+attention, a separate kernel, by the KV read or by its FLOPs:
 
-    step = fixed + max(memory, compute) + all-reduce
-    memory   = (weight bytes + KV bytes read) / (tp · HBM bandwidth · eff_memory)
-    compute  = (2 · active params · tokens + attention FLOPs) / (tp · peak FLOP/s · eff_compute)
+    step = fixed + max(weights, matmuls) + attention + all-reduce
+    weights   = weight bytes / (tp · HBM bandwidth · eff_memory)
+    matmuls   = (2 · active params · tokens + prefill attention FLOPs) / (tp · peak FLOP/s · eff_compute)
+    attention = context tokens · max(KV bytes / bandwidth, attention FLOPs / FLOP/s)  per token
     all-reduce = tokens · per-token all-reduce time        (zero at tp = 1)
-    fixed    = step overhead + 2 · layers · all-reduce latency
+    fixed     = step overhead + 2 · layers · all-reduce latency
+
+`StepParts` carries the attention term on both sides (memory = weights + attention, compute =
+matmuls + attention), so `fixed + max(memory, compute) + all-reduce` is the same step and the
+program still holds it with one row per side.
 
 Every term but the weight read is linear in the tokens of the step, which is what lets the
 program hold the step-time limit with linear constraints.
@@ -164,12 +171,20 @@ class Replica:
         """Compute time per prompt token, attention included (causal: mean context L/2)."""
         return self.linear_s_per_token + self.attention_s_per_pair * prompt_tokens / 2
 
+    @cached_property
+    def context_s_per_token(self) -> float:
+        """Decode attention time per context token: its own kernel after the matmuls, bound by
+        the KV read or, where one KV value serves many query heads (an MLA latent), by its
+        FLOPs. Summed with the matmuls, not overlapped: the large-batch rows where the two take
+        about as long measure the sum (docs/cost-model.md, "One engine step")."""
+        return max(self.kv_read_s_per_token, self.attention_s_per_pair)
+
     def decode_compute_s_per_token(self, context_tokens: float) -> float:
-        return self.linear_s_per_token + self.attention_s_per_pair * context_tokens
+        return self.linear_s_per_token + self.context_s_per_token * context_tokens
 
     def decode_memory_s_per_token(self, context_tokens: float) -> float:
-        """KV bytes a sequence streams per step, as time (the weights are read once per step)."""
-        return self.kv_read_s_per_token * context_tokens
+        """Attention time of a sequence per step (the weights are read once per step)."""
+        return self.context_s_per_token * context_tokens
 
     # --- whole steps --------------------------------------------------------------------------
 
@@ -187,9 +202,9 @@ class Replica:
             prefill_compute_s = prefill_tokens * self.linear_s_per_token
         return StepParts(
             fixed_s=self.fixed_s,
-            memory_s=self.weight_read_s + decode_context_tokens * self.kv_read_s_per_token,
+            memory_s=self.weight_read_s + decode_context_tokens * self.context_s_per_token,
             compute_s=decode_seqs * self.linear_s_per_token
-            + decode_context_tokens * self.attention_s_per_pair
+            + decode_context_tokens * self.context_s_per_token
             + prefill_compute_s,
             allreduce_s=(decode_seqs + prefill_tokens) * self.allreduce_s_per_token,
         )
