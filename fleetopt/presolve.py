@@ -15,7 +15,9 @@ incumbent, found first:
    x[k,t] ≤ (U − z)/d[k,t]   (LP duality: objective ≥ z + d·x), and
    x[k,t] ≤ U / (tp·p·w_t)   (its own GPUs, at their cheapest weight w_t in the objective),
    so those bounds hold for the optimum: configs bounded at 0 in every period are dropped, and
-   the pooling chords of the rest are drawn to their smaller X.
+   the pooling chords of the rest are drawn to their smaller X;
+4. the program left has a tighter LP (lower chords, fewer configs), whose reduced costs bound
+   the replicas again with the same U: repeated until nothing moves, at most MAX_ROUNDS times.
 
 The program left holds the incumbent and every plan no dearer, so its optimum is the program's
 and its bound a bound of the program: exact, not a heuristic. Should its solve stop (time limit)
@@ -37,6 +39,8 @@ from fleetopt.solve import Outcome, SolveOptions, run_highs, solve_relaxation
 
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
+MAX_ROUNDS = 5
+"""Rounds of reduced-cost bounds, each from the LP of the program the last one left."""
 
 
 @dataclass(frozen=True)
@@ -81,23 +85,45 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
         )
         return Presolved(first.data, first.kept, incumbent, relaxation.objective)
     upper = incumbent.outcome.objective
-    slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
     used = {
         (incumbent.configs[i], t): round(var.value)
         for (i, t), var in incumbent.model.x.items()
-        if var.value
+        if round(var.value or 0.0)
     }
+    # Each round's program holds every plan no dearer than the incumbent, so its LP prices
+    # configs for the next: smaller bounds lower the chords (§2), which raises the LP's
+    # objective and reduced costs. Stop at a fixed point or after MAX_ROUNDS.
+    program, kept, bound = first.data, first.kept, relaxation.objective
+    for round_ in range(MAX_ROUNDS):
+        tighten = _reduced_cost_bound(program, lp, relaxation, upper, used)
+        cut = _cut(program, tighten, lp.replica_bound)
+        moved = cut.data.replica_bounds != program.replica_bounds
+        local = {k: i for i, k in enumerate(cut.kept)}
+        used = {(local[k], t): n for (k, t), n in used.items()}
+        program, kept = cut.data, [kept[k] for k in cut.kept]
+        if not moved or round_ + 1 == MAX_ROUNDS:
+            break
+        lp = build_model(program, relaxed=True)
+        relaxation = solve_relaxation(lp, options)
+        if relaxation is None:  # out of time: the bounds so far hold
+            break
+        bound = max(bound, relaxation.objective)
+    incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
+    return Presolved(program, kept, incumbent, bound)
+
+
+def _reduced_cost_bound(data: ProgramData, lp, relaxation, upper: float, used: dict):
+    """x[k,t] ≤ (U − z)/d[k,t] (LP duality), and the cost bound; never below the incumbent's
+    own replicas."""
+    slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
 
     def proven(k: int, t: int, bound: int) -> int:
         reduced_cost = relaxation.reduced_costs[lp.x[k, t]]
         if reduced_cost > 1e-9:
             bound = min(bound, math.floor(slack / reduced_cost))
-        return max(_by_cost(first.data, k, t, bound, upper), used.get((k, t), 0))
+        return max(_by_cost(data, k, t, bound, upper), used.get((k, t), 0))
 
-    second = _cut(first.data, proven, lp.replica_bound)
-    kept = [first.kept[k] for k in second.kept]
-    incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
-    return Presolved(second.data, kept, incumbent, relaxation.objective)
+    return proven
 
 
 def _cut(data: ProgramData, tighten, bounds: dict | None = None) -> Presolved:
