@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 
 import pytest
+from click.testing import CliRunner
 
 from fleetopt.catalog import resolve_gpu, resolve_model
+from fleetopt.cli import main
 from fleetopt.instance import GpuChoice, ModelChoice
 from fleetopt.perf.efficiency import DEFAULT, efficiency_for
 from fleetopt.perf.replica import Replica, kv_bytes_per_token
@@ -298,3 +301,20 @@ def test_kv_transfer_time():
     eff = efficiency_for(r.gpu).interconnect
     net = r.gpu.spec.network_gb_s * 1e9
     assert r.kv_transfer_s(1000) == pytest.approx(1000 * 131072 / (net * eff))
+
+
+def test_perf_breakdown_shows_the_attention_inside_both_sides():
+    # 70B fp8 on 4 H100s: the KV read of the concurrent sequences' mean context (prompt + half
+    # the output), 2 · 80 layers · 8 KV heads · 128 · 1 B per token, at 4 · 3.35 TB/s · eff_m
+    args = ["perf", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "4"]
+    args += ["--input-tokens", "2000", "--output-tokens", "300", "--weight-dtype", "fp8"]
+    args += ["--kv-dtype", "fp8", "--tpot-ms", "40", "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    parts = out["step_breakdown_ms"]
+    eff = efficiency_for(replica("llama-3.1-70b", "h100-sxm", 4, "fp8", "fp8").gpu).memory
+    kv_read = out["concurrent_sequences"] * 2150 * 2 * 80 * 8 * 128 / (4 * 3.35e12 * eff)
+    assert parts["attention"] == pytest.approx(kv_read * 1e3, rel=1e-3)
+    weights = 70.6e9 / (4 * 3.35e12 * eff) * 1e3
+    assert parts["memory"] == pytest.approx(weights + parts["attention"], rel=1e-2)

@@ -111,13 +111,17 @@ def replica_capacity(
 
 
 def _breakdown(replica: Replica, chunk: int, seqs: float, context: float) -> dict[str, float]:
-    """The parts of one step at the point, ms: what the step time is spent on."""
+    """The parts of one step at the point, ms: what the step time is spent on. `memory` and
+    `compute` are the two sides of the roofline, each with decode attention in it
+    (docs/cost-model.md); `attention` says how much that is."""
     parts = replica.step_parts(
         decode_seqs=seqs, decode_context_tokens=context, prefill_tokens=chunk
     )
-    return {
+    breakdown = {
         "fixed": parts.fixed_s * 1e3,
         "memory": parts.memory_s * 1e3,
         "compute": parts.compute_s * 1e3,
         "allreduce": parts.allreduce_s * 1e3,
     }
+    breakdown["attention"] = context * replica.context_s_per_token * 1e3
+    return breakdown
