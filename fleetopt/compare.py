@@ -80,7 +80,7 @@ def _summarise(mode: str, plan: Plan, instance: Instance) -> ModeResult:
 
 def _prefill_share(pool: PoolPlan) -> float:
     """Share of a pool's cost that buys prefill: all of a prefill pool, none of a decode pool,
-    and for a colocated pool the share of each step its chunk reserve takes."""
+    and for a colocated pool the share of its step time its prompts take."""
     if pool.role != "colocated":
         return 1.0 if pool.role == "prefill" else 0.0
     if pool.prefill_step_share is None:  # measured capacity: no step model to split by

@@ -21,6 +21,7 @@ from fleetopt.perf.operating_point import (
     OperatingPoint,
     RequestShape,
     capacity,
+    capacity_gap,
     ineligibility,
     latency,
     queue_curve,
@@ -114,6 +115,8 @@ class Config:
             if self.measured
             else f"step{self.op.step_s * 1e3:.2f}ms-chunk{self.op.chunk_tokens}"
         )
+        if self.op.longest_step_s is not None:
+            point += f"-longest{self.op.longest_step_s * 1e3:.2f}ms"
         queue = "" if self.wait_budget_s is None else f"-wait{self.wait_budget_s * 1e3:.0f}ms"
         return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}"
 
@@ -277,10 +280,11 @@ def operating_points(
 ) -> list[OperatingPoint]:
     """The union of every class's candidate points (deduplicated): each class's own best point
     is on offer, and the program mixes classes on whichever points suit them all."""
-    points: dict[tuple[float, int], OperatingPoint] = {}
+    points: dict[tuple[float, int, float], OperatingPoint] = {}
     for c in classes:
         for op in candidate_points(replica, role, c.shape, chunks, limits):
-            points.setdefault((round(op.step_s, 9), op.chunk_tokens), op)
+            longest = math.inf if op.longest_step_s is None else round(op.longest_step_s, 9)
+            points.setdefault((round(op.step_s, 9), op.chunk_tokens, longest), op)
     return [points[key] for key in sorted(points)]
 
 
@@ -295,9 +299,11 @@ def _analytic_configs(
     W seconds to queue may share a pool with classes that leave at least W, so one config per
     distinct W carries the classes at or above it, with the pooling curve of that budget."""
     caps = capacity(replica, op, limits)
-    if not caps:
-        return []
     base = Config(replica.model.name, replica.gpu.name, replica.tp, op, caps)
+    if not caps:
+        for c in classes:
+            rejections[c.name].append(Rejection(base.key, "tpot", capacity_gap(replica, op)))
+        return []
     budgets: dict[str, float | None] = {}
     for c in classes:
         blocker = ineligibility(replica, op, c.shape, limits)

@@ -9,7 +9,7 @@ import pyomo.environ as pyo
 from fleetopt.configs import Config, RequestClass
 from fleetopt.formulation.data import ProgramData
 from fleetopt.formulation.tiers import period_cost
-from fleetopt.perf.operating_point import PREFILL, RESOURCE_LABELS, Limits
+from fleetopt.perf.operating_point import DECODE_STEP, PREFILL, RESOURCE_LABELS, Limits
 from fleetopt.plan import PeriodPlan, Plan, PoolPlan, Route, WorkloadPlan
 from fleetopt.solve import Outcome
 
@@ -148,17 +148,23 @@ def _pool(
         step_ms=None if config.measured else config.op.step_s * 1e3,
         chunk_tokens=None if config.measured else config.op.chunk_tokens,
         measured=config.measured,
-        prefill_step_share=None if config.measured else _prefill_step_share(config, limits),
+        prefill_step_share=None if config.measured else _prefill_step_share(config, by_class),
+        longest_step_ms=None
+        if config.op.longest_step_s is None
+        else config.op.longest_step_s * 1e3,
     )
 
 
-def _prefill_step_share(config: Config, limits: Limits) -> float:
-    """R/τ: the prefill capacity row holds u·R/τ, so the share is that over u."""
+def _prefill_step_share(config: Config, by_class: dict[str, float]) -> float:
+    """Share of the pool's step time its prompts take: colocated, the routed prompt compute
+    over the routed mean-step load, which holds it (formulation §3)."""
     if not config.op.does_prefill:
         return 0.0
     if not config.op.does_decode:
         return 1.0
-    return config.capacity[PREFILL] / limits.max_prefill_utilization
+    prompts = sum(r * config.usage[c].get(PREFILL, 0.0) for c, r in by_class.items())
+    step = sum(r * config.usage[c].get(DECODE_STEP, 0.0) for c, r in by_class.items())
+    return min(1.0, prompts / step) if step > 0 else 0.0
 
 
 def _workload(

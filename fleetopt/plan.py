@@ -37,11 +37,16 @@ class PoolPlan:
     """Busy share of the binding resource."""
     limited_by: str
     step_ms: float | None
-    """Step-time budget of the operating point (the TPOT it holds); None for measured capacity."""
+    """Step-time budget of the operating point: of a prefill step, of a decode step (the TPOT
+    it holds), or of a colocated replica's mean step; None for measured capacity."""
     chunk_tokens: int | None
     measured: bool = False
     prefill_step_share: float | None = None
-    """Share of each step reserved for prefill chunks (1 prefill, 0 decode; None if measured)."""
+    """Share of the pool's step time its prompts take at the routed load (1 prefill, 0 decode;
+    None if measured)."""
+    longest_step_ms: float | None = None
+    """Colocated: the budget of a step that carries a full chunk (the TPOT it holds); None
+    where no TPOT is held, or not colocated."""
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Independent of the formulation: it never reads a coefficient the program was built from. It
 rebuilds each pool's average replica — the sequences in flight by Little's law, their context,
-the prefill chunk — and asks the nonlinear step-time model whether the step fits its budget,
+the prompt tokens of a mean step — and asks the step-time model whether the step fits its budget,
 the KV cache holds the contexts, every routed class meets its targets and every GPU is paid for.
 """
 
@@ -19,6 +19,8 @@ from fleetopt.perf.operating_point import (
     OperatingPoint,
     RequestShape,
     admission_headroom,
+    chunk_extra_s,
+    chunk_step_s,
     queue_curve,
     step_quantile,
     tpot_per_step,
@@ -144,6 +146,9 @@ def _check_pool(
     if gaps:
         return gaps
     tau, chunk, x = pool.step_ms / 1e3, pool.chunk_tokens, pool.replicas
+    longest = None if pool.longest_step_ms is None else pool.longest_step_ms / 1e3
+    op = OperatingPoint(pool.role, tau, chunk, longest)
+    chunk_step = chunk_step_s(replica, op)  # a step with a full chunk: the TTFT's, the TPOT's
     does_prefill = pool.role in ("colocated", "prefill")
     does_decode = pool.role in ("colocated", "decode")
     problems = []
@@ -155,7 +160,7 @@ def _check_pool(
         longest = s.longest_sequence(does_decode)
         if longest > kv_tokens:
             problems.append(f"{cls.name}: a {longest:,.0f}-token sequence exceeds the KV cache")
-        tpot = tau * tpot_per_step(pool.role, s)
+        tpot = chunk_step * tpot_per_step(pool.role, s)
         if does_decode and s.tpot_s is not None and tpot > s.tpot_s * (1 + REL_TOL):
             problems.append(
                 f"{cls.name}: TPOT {tpot * 1e3:.2f} ms > target {s.tpot_s * 1e3:.2f} ms"
@@ -163,7 +168,7 @@ def _check_pool(
         if does_prefill and s.ttft_s is not None:
             # the step in progress, then the prompt's own steps, then the KV transfer to the
             # slowest decode pool the class is routed to
-            ttft = (replica.chunked_prefill_steps(s.input_tail, chunk) + 1) * tau
+            ttft = (replica.chunked_prefill_steps(s.input_tail, chunk) + 1) * chunk_step
             if pool.role == "prefill":
                 receivers = [replica.kv_transfer_bytes_per_s, *decode_networks.get(cls.name, [])]
                 ttft += s.input_tail * replica.kv_bytes_per_token / min(receivers)
@@ -171,7 +176,6 @@ def _check_pool(
                 problems.append(
                     f"{cls.name}: TTFT {ttft * 1e3:.0f} ms > target {s.ttft_s * 1e3:.0f} ms"
                 )
-    op = OperatingPoint(pool.role, tau, chunk)
     if does_prefill:
         # The pool's prompt compute against what x replicas carry with every routed class's TTFT
         # percentile held (Erlang C with pooling, perf/queueing.py).
@@ -200,17 +204,39 @@ def _check_pool(
             problems.append(
                 f"{context:,.0f} KV tokens per replica > {headroom:.0%} of {kv_tokens:,.0f}"
             )
+    # A prefill replica's step carries a full chunk; a colocated replica's mean step the
+    # prompts that arrive in it, whose time it adds (the step is a sum: perf/replica.py).
+    prompts, prompt_s = chunk, replica.chunk_compute_s(chunk)
+    if pool.role == "colocated":
+        prompts = sum(r * c.shape.input_mean for c, r in load) * tau / x
+        prompt_s = sum(r * _prompt_s(replica, c.shape) for c, r in load) * tau / x
     step = replica.step_s(
         decode_seqs=seqs,
         decode_context_tokens=context,
-        prefill_tokens=chunk,
-        prefill_compute_s=replica.chunk_compute_s(chunk),
+        prefill_tokens=prompts,
+        prefill_compute_s=prompt_s,
     )
     if step > tau * (1 + REL_TOL):
         problems.append(f"step {step * 1e3:.2f} ms > budget {tau * 1e3:.2f} ms")
+    if pool.role == "colocated":  # the mean batch with a full chunk, within the longest step
+        full = replica.step_s(
+            decode_seqs=seqs,
+            decode_context_tokens=context,
+            prefill_tokens=chunk,
+            prefill_compute_s=replica.chunk_compute_s(chunk),
+        )
+        if full > chunk_step * (1 + REL_TOL):
+            problems.append(
+                f"a step with a full chunk {full * 1e3:.2f} ms > {chunk_step * 1e3:.2f} ms"
+            )
     z = step_quantile([c.shape for c, _ in load]) if does_decode else None
-    if z:
-        problems += _step_at_percentile(replica, chunk, tau, z, [(c.shape, r / x) for c, r in load])
+    if z:  # the TPOT: a colocated point's longest step where it holds one, else the mean step
+        rates = [(c.shape, r / x) for c, r in load]
+        if pool.role == "colocated" and longest is not None:
+            left = chunk_step - chunk_extra_s(replica, chunk)  # the batch beside a full chunk
+            problems += _step_at_percentile(replica, pool.role, tau, left, z, rates, prompts=False)
+        else:
+            problems += _step_at_percentile(replica, pool.role, tau, tau, z, rates, prompts=True)
     if pool.role in ("prefill", "decode"):
         sent = sum(r * c.shape.input_mean * replica.kv_bytes_per_token for c, r in load) / x
         if sent > replica.kv_transfer_bytes_per_s * (1 + REL_TOL):
@@ -218,35 +244,42 @@ def _check_pool(
     return problems
 
 
+def _prompt_s(replica: Replica, shape: RequestShape) -> float:
+    """Compute time of one mean prompt of the class, attention included."""
+    return shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
+
+
 def _step_at_percentile(
-    replica: Replica, chunk: int, tau: float, z: float, rates: list[tuple[RequestShape, float]]
+    replica: Replica,
+    role: str,
+    tau: float,
+    budget: float,
+    z: float,
+    rates: list[tuple[RequestShape, float]],
+    prompts: bool,
 ) -> list[str]:
-    """Both sides of the roofline at the TPOT percentile: with n_c = r_c·O_c·τ sequences of
-    per-step cost β_c in flight on a replica (a Poisson count), mean + z·σ of the batch's time
-    must fit what the step leaves it."""
-    reserve = replica.fixed_s + chunk * replica.allreduce_s_per_token
+    """A step at the TPOT percentile: with n_c = r_c·O_c·τ sequences of per-step cost β_c in
+    flight on a replica (a Poisson count; with `prompts`, on a colocated replica, β_c carries
+    the class's prompt compute per output token), mean + z·σ of the batch's time must fit what
+    the fixed time and the weight read leave of `budget`."""
     comm = replica.allreduce_s_per_token
-    sides = {
-        "compute": (
-            tau - reserve - replica.chunk_compute_s(chunk),
-            lambda s: replica.decode_compute_s_per_token(s.decode_context) + comm,
-        ),
-        "HBM bandwidth": (
-            tau - reserve - replica.weight_read_s,
-            lambda s: replica.decode_memory_s_per_token(s.decode_context) + comm,
-        ),
-    }
-    problems = []
-    for side, (left, cost) in sides.items():
-        seqs = [(r * s.output_mean * tau, cost(s)) for s, r in rates]
-        mean = sum(n * b for n, b in seqs)
-        spread = z * math.sqrt(sum(n * b * b for n, b in seqs))
-        if mean + spread > left * (1 + REL_TOL):
-            problems.append(
-                f"{side}: the batch at the TPOT percentile takes {(mean + spread) * 1e3:.2f} ms "
-                f"of the {left * 1e3:.2f} ms a step leaves it"
-            )
-    return problems
+    left = budget - replica.fixed_s - replica.weight_read_s
+
+    def cost(s: RequestShape) -> float:
+        beta = replica.decode_s_per_token(s.decode_context) + comm
+        if prompts and role == "colocated":
+            beta += (_prompt_s(replica, s) + s.input_mean * comm) / s.output_mean
+        return beta
+
+    seqs = [(r * s.output_mean * tau, cost(s)) for s, r in rates]
+    mean = sum(n * b for n, b in seqs)
+    spread = z * math.sqrt(sum(n * b * b for n, b in seqs))
+    if mean + spread > left * (1 + REL_TOL):
+        return [
+            f"the batch at the TPOT percentile takes {(mean + spread) * 1e3:.2f} ms of the "
+            f"{left * 1e3:.2f} ms a step of {budget * 1e3:.2f} ms leaves it"
+        ]
+    return []
 
 
 def _check_measured(

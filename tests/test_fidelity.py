@@ -48,11 +48,6 @@ def test_median_error_meets_the_target(part):
     assert statistics.median(_errors(_rows(part))) <= 0.15
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 3): 12 rows are predicted 35-44% high, 8 of them decode-heavy "
-    "Mixtral-8x7B on H100/H200 (docs/cost-model.md, Fidelity)",
-)
 @pytest.mark.parametrize("part", ["fitted", "held out"])
 def test_no_row_is_off_by_more_than_35_percent(part):
     assert max(_errors(_rows(part))) <= 0.35

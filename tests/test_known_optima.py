@@ -379,7 +379,7 @@ def _best_rate(data: dict) -> tuple[float, float]:
 
 ANALYTIC = [
     # gpu, model, weight dtype, input, output, ttft ms, tpot ms
-    ("l40s", "llama-3.1-8b", "bf16", 1000, 200, 1000, 40),
+    ("l40s", "llama-3.1-8b", "fp8", 1000, 200, 1000, 40),
     ("a100-80gb", "llama-3.1-8b", "bf16", 1000, 200, 1000, 40),
     ("h100-sxm", "llama-3.1-8b", "bf16", 1000, 200, 1000, 40),
     ("h100-sxm", "llama-3.1-8b", "fp8", 3000, 300, 2000, 30),

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def files(tmp_path_factory) -> tuple[str, str]:
     """A small solved instance: (instance.yaml, plan.json)."""
     folder = tmp_path_factory.mktemp("simulate")
-    data = analytic_instance(["l40s"], requests_per_s=5, input_tokens=800, output_tokens=100)
+    data = analytic_instance(
+        ["l40s"], requests_per_s=5, input_tokens=800, output_tokens=100, weight_dtype="fp8"
+    )
     instance = folder / "instance.yaml"
     instance.write_text(yaml.safe_dump(data))
     plan = folder / "plan.json"

@@ -13,7 +13,8 @@ from fleetopt.workload.crossings import cost_crossings
 from fleetopt.workload.derive import sample_of
 
 SLO = {"ttft_ms": 800, "tpot_ms": 50}
-CELLS = [(300, 200, 0.2), (3000, 200, 0.2), (6000, 200, 0.6)]
+CELLS = [(100, 200, 0.2), (3000, 200, 0.2), (6000, 200, 0.6)]
+GPUS = ("a100-80gb", "h100-sxm")
 """Short and medium prompts are a minority: no quantile candidate falls between them."""
 
 
@@ -30,7 +31,7 @@ def _instance(gpus: list[str], workload: dict) -> dict:
 def _cheapest_type(prompt_tokens: int) -> str:
     """Brute force: the GPU type whose single-type fleet serves this length alone cheapest."""
     costs = {}
-    for gpu in ("l40s", "h100-sxm"):
+    for gpu in GPUS:
         fixed = {"requests_per_s": 20, "input_tokens": prompt_tokens, "output_tokens": 200}
         try:
             costs[gpu] = plan_fleet(parse_instance(_instance([gpu], fixed))).cost_per_hour
@@ -41,16 +42,14 @@ def _cheapest_type(prompt_tokens: int) -> str:
 
 def test_a_boundary_sits_where_the_cheapest_gpu_type_changes():
     histogram = [{"input_tokens": i, "output_tokens": o, "share": s} for i, o, s in CELLS]
-    data = _instance(
-        ["l40s", "h100-sxm"], {"requests_per_s": 20, "lengths": {"histogram": histogram}}
-    )
+    data = _instance(list(GPUS), {"requests_per_s": 20, "lengths": {"histogram": histogram}})
     instance = parse_instance(copy.deepcopy(data))
     workload = instance.workloads[0]
     sample = sample_of(workload)
     found = cost_crossings(instance, workload, sample)
-    assert _cheapest_type(300) != _cheapest_type(3000)
+    assert _cheapest_type(100) != _cheapest_type(3000)
     assert _cheapest_type(3000) == _cheapest_type(6000)
-    assert len(found) == 1 and 300 < found[0] <= 3000
+    assert len(found) == 1 and 100 < found[0] <= 3000
     assert candidates(sample) == []  # the quantiles alone would not offer it
     plan = plan_fleet(instance)
     assert plan.length_routing["candidate_boundaries"] == {"chat": found}

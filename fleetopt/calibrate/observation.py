@@ -54,6 +54,7 @@ class Observation:
             self.output_tokens,
             None if self.ttft_ms is None else self.ttft_ms / 1e3,
             None if self.tpot_ms is None else self.tpot_ms / 1e3,
+            mean_tpot=True,  # a run's TPOT is the mean of its steps
         )
 
     def engine(self, replica: Replica) -> tuple[Limits, list[int]]:
@@ -64,11 +65,16 @@ class Observation:
         decode batch and the prompt chunk together, so a chunk takes at most what a full batch
         leaves (and never less than the smallest chunk)."""
         seqs, chunks = self.max_num_seqs, CHUNKS
+        memory = self.memory_utilization(replica)
         if self.batch_rule == "trtllm-bench":
             seqs, tokens = self.trtllm_bench_settings(replica)
             room = max(tokens - seqs, CHUNKS[0])
             chunks = [c for c in CHUNKS if c <= room]
-        return Limits(1.0, seqs, self.memory_utilization(replica)), chunks
+            # GUARANTEED_NO_EVICT, its default: a request starts only when the KV of its whole
+            # sequence is free, so no more run at once than the cache holds whole.
+            whole = replica.kv_capacity_tokens(memory) / (self.input_tokens + self.output_tokens)
+            seqs = max(1, min(seqs, math.floor(whole)))
+        return Limits(1.0, seqs, memory), chunks
 
     def trtllm_bench_settings(self, replica: Replica) -> tuple[int, int]:
         """(max_batch_size, max_num_tokens) as `trtllm-bench build` sets them (TensorRT-LLM

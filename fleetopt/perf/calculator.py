@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass, replace
 
 from fleetopt.perf.operating_point import (
     BATCH,
-    DECODE_COMPUTE,
-    DECODE_MEMORY,
+    DECODE_STEP,
     KV,
     KV_IN,
     KV_OUT,
+    LONGEST_STEP,
     PREFILL,
     Limits,
     RequestShape,
@@ -21,8 +21,7 @@ from fleetopt.perf.throughput import best_throughput
 
 BOUND_NAMES = {
     PREFILL: "compute",
-    DECODE_COMPUTE: "compute",
-    DECODE_MEMORY: "memory bandwidth",
+    LONGEST_STEP: "latency target (TPOT)",
     BATCH: "batch limit",
     KV: "KV capacity",
     KV_OUT: "interconnect",
@@ -73,19 +72,24 @@ def replica_capacity(
     op, rate = best.op, best.requests_per_s
     decodes = op.does_decode
     seqs = rate * shape.output_mean * op.step_s if decodes else 0.0
-    breakdown = _breakdown(replica, op.chunk_tokens, seqs, seqs * shape.decode_context)
-    limited_by = BOUND_NAMES[best.limited_by]
+    prompt_tokens = op.chunk_tokens  # a prefill replica's step: a full chunk
+    if op.role == "colocated":  # its mean step: the prompts' share of one
+        prompt_tokens = rate * shape.input_mean * op.step_s
+    elif op.role == "decode":
+        prompt_tokens = 0
+    breakdown = _breakdown(replica, shape, prompt_tokens, seqs)
+    if best.limited_by == DECODE_STEP:
+        limited_by = _largest_part(replica, breakdown)
+    else:
+        limited_by = BOUND_NAMES[best.limited_by]
     free = best_throughput(
         replica, role, replace(shape, ttft_s=None, tpot_s=None), chunks, limits, pool_size
     )
-    if free is not None and free.requests_per_s > rate * (1 + 1e-9):
-        tpot_bound = decodes and shape.tpot_s is not None and op.step_s >= shape.tpot_s * (1 - 1e-9)
-        limited_by = "latency target (TPOT)" if tpot_bound else "latency target (TTFT)"
-    elif limited_by in ("compute", "memory bandwidth") and breakdown["allreduce"] > max(
-        breakdown["memory"], breakdown["compute"]
-    ):
-        limited_by = "interconnect"
     lat = latency(replica, op, shape)
+    if free is not None and free.requests_per_s > rate * (1 + 1e-9):
+        tpot = lat.tpot_s is not None and shape.tpot_s is not None
+        tpot_bound = tpot and lat.tpot_s >= shape.tpot_s * (1 - 1e-9)
+        limited_by = "latency target (TPOT)" if tpot_bound else "latency target (TTFT)"
     output = rate * shape.output_mean if decodes else 0.0
     return ReplicaCapacity(
         model=replica.model.name,
@@ -110,18 +114,32 @@ def replica_capacity(
     )
 
 
-def _breakdown(replica: Replica, chunk: int, seqs: float, context: float) -> dict[str, float]:
-    """The parts of one step at the point, ms: what the step time is spent on. `memory` and
-    `compute` are the two sides of the roofline, each with decode attention in it
-    (docs/cost-model.md); `attention` says how much that is."""
+def _breakdown(
+    replica: Replica, shape: RequestShape, prompt_tokens: float, seqs: float
+) -> dict[str, float]:
+    """The parts of one step at the point, ms, which sum to it (docs/cost-model.md): on a
+    colocated replica the mean step, carrying the prompts' share of a chunk."""
     parts = replica.step_parts(
-        decode_seqs=seqs, decode_context_tokens=context, prefill_tokens=chunk
+        decode_seqs=seqs,
+        decode_context_tokens=seqs * shape.decode_context,
+        prefill_tokens=prompt_tokens,
+        prefill_compute_s=prompt_tokens * replica.prefill_s_per_token(shape.input_mean),
     )
-    breakdown = {
+    return {
         "fixed": parts.fixed_s * 1e3,
-        "memory": parts.memory_s * 1e3,
-        "compute": parts.compute_s * 1e3,
+        "weights": parts.weights_s * 1e3,
+        "matmuls": parts.matmul_s * 1e3,
+        "attention": parts.attention_s * 1e3,
         "allreduce": parts.allreduce_s * 1e3,
     }
-    breakdown["attention"] = context * replica.context_s_per_token * 1e3
-    return breakdown
+
+
+def _largest_part(replica: Replica, breakdown: dict[str, float]) -> str:
+    """What a step-bound point spends most of its step on: reading weights and KV (memory
+    bandwidth), the matmuls (compute: attention too where its FLOPs take longer than its
+    KV read), or the all-reduce (interconnect)."""
+    attention_reads = replica.kv_read_s_per_token >= replica.attention_s_per_pair
+    memory = breakdown["weights"] + (breakdown["attention"] if attention_reads else 0.0)
+    compute = breakdown["matmuls"] + (0.0 if attention_reads else breakdown["attention"])
+    parts = {"memory bandwidth": memory, "compute": compute, "interconnect": breakdown["allreduce"]}
+    return max(parts, key=parts.get)

@@ -180,10 +180,7 @@ class CurveReplica(Replica):
     def prefill_s_per_token(self, prompt_tokens: float) -> float:
         return self.prefill.prompt_s(prompt_tokens) / prompt_tokens
 
-    def decode_compute_s_per_token(self, context_tokens: float) -> float:
-        return self.decode.seq_s(context_tokens)
-
-    def decode_memory_s_per_token(self, context_tokens: float) -> float:
+    def decode_s_per_token(self, context_tokens: float) -> float:
         return self.decode.seq_s(context_tokens)
 
     def step_parts(
@@ -198,7 +195,7 @@ class CurveReplica(Replica):
         batch = 0.0
         if self.decode is not None:
             batch = self.decode.step_s(decode_seqs, decode_context_tokens) - self.fixed_s
-        return StepParts(self.fixed_s, 0.0, batch + prefill_compute_s, 0.0)
+        return StepParts(self.fixed_s, 0.0, batch + prefill_compute_s, 0.0, 0.0)
 
 
 def replica_for(model: Model, gpu: Gpu, tp: int, role: str, profiles: list[Profile]) -> Replica:

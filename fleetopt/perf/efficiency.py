@@ -14,12 +14,12 @@ from fleetopt.catalog import Gpu
 from fleetopt.instance import Efficiency, GpuSpec
 
 DEFAULT = Efficiency(
-    compute=0.7,
-    memory=0.7,
+    compute=0.55,
+    memory=0.9,
     interconnect=0.7,
     step_overhead_ms=0.5,
     moe=0.9,
-    moe_tp_loss=0.075,
+    moe_tp_loss=0.05,
 )
 
 

@@ -1,8 +1,11 @@
 """Operating points of a replica and, for each, what one request/s of a class uses of each resource.
 
-An operating point fixes the step-time budget `step_s` (the TPOT a decode or colocated replica
-holds) and the prefill chunk `chunk_tokens` whose compute every step reserves. At a fixed point
-all of a replica's limits are linear in the routed request rates (docs/formulation.md §3):
+An operating point fixes the step-time budget `step_s` and the prefill chunk `chunk_tokens`, the
+most prompt compute one step carries. On a decode or colocated replica `step_s` bounds the mean
+step, which sets the throughput (Little's law); a colocated step that carries a full chunk may
+take longer, by at most the chunk's own time (`chunk_step_s`), and that longest step is what
+the TTFT counts and the TPOT target must hold. At a fixed point all of a replica's limits are
+linear in the routed request rates (docs/formulation.md §3):
 
     Σ_c usage[c][resource] · r_c  ≤  capacity[resource] · replicas
 
@@ -19,8 +22,8 @@ from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve, max_load, pool_curve
 from fleetopt.perf.replica import Replica
 
 PREFILL = "prefill_compute"
-DECODE_COMPUTE = "decode_compute"
-DECODE_MEMORY = "decode_bandwidth"
+DECODE_STEP = "decode_step"
+LONGEST_STEP = "longest_step"
 BATCH = "batch_slots"
 KV = "kv_memory"
 KV_OUT = "kv_transfer_out"
@@ -29,8 +32,8 @@ PROFILE = "measured_capacity"
 
 RESOURCE_LABELS = {
     PREFILL: "prefill compute",
-    DECODE_COMPUTE: "decode compute",
-    DECODE_MEMORY: "HBM bandwidth",
+    DECODE_STEP: "step time",
+    LONGEST_STEP: "step with a chunk",
     BATCH: "batch slots",
     KV: "KV memory",
     KV_OUT: "KV transfer (send)",
@@ -61,6 +64,9 @@ class RequestShape:
     output_longest: float = 0.0
     """The longest lengths stated (max where given): every replica a class is routed to must
     hold one such sequence, whatever the SLO percentile."""
+    mean_tpot: bool = False
+    """The TPOT is a measured mean (a benchmark's mean TPOT), which the mean step meets, not a
+    target every request must meet, which a colocated point holds on its longest step."""
 
     def longest_sequence(self, decodes: bool) -> float:
         prompt = max(self.input_longest, self.input_tail)
@@ -83,6 +89,9 @@ class OperatingPoint:
     role: str  # colocated | prefill | decode
     step_s: float
     chunk_tokens: int  # 0 for decode
+    longest_step_s: float | None = None
+    """Colocated: the budget of a step that carries a full chunk, the TPOT the point holds
+    (a row of its own); None: no TPOT to hold, such a step takes at most step_s + the chunk."""
 
     @property
     def does_prefill(self) -> bool:
@@ -107,21 +116,42 @@ def prefill_step_s(replica: Replica, chunk_tokens: int) -> float:
     return replica.step_s(prefill_tokens=chunk_tokens)
 
 
+def chunk_extra_s(replica: Replica, chunk_tokens: int) -> float:
+    """What a full prefill chunk adds to a decode step: its compute and its all-reduce (the
+    step is a sum of its kernels' times, perf/replica.py)."""
+    return replica.chunk_compute_s(chunk_tokens) + chunk_tokens * replica.allreduce_s_per_token
+
+
+def chunk_step_s(replica: Replica, op: OperatingPoint) -> float:
+    """The longest step of the point, the one that carries a full prefill chunk: the prompt's
+    steps in its TTFT. Colocated, the mean step is at most `step_s`, so the step without a
+    chunk is too, and a step with a full one at most step_s + the chunk's time."""
+    if op.role != "colocated":
+        return op.step_s
+    after_mean = op.step_s + chunk_extra_s(replica, op.chunk_tokens)
+    return after_mean if op.longest_step_s is None else min(op.longest_step_s, after_mean)
+
+
 def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, float]:
     """Per-replica capacity of each resource at the point; empty if the point is impossible."""
     caps: dict[str, float] = {}
     tau, chunk = op.step_s, op.chunk_tokens
-    if op.does_prefill:
+    if op.does_prefill:  # a mean step of at most τ: at least 1/τ chunks per second
         caps[PREFILL] = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
-    if op.does_decode:
-        reserve = replica.fixed_s + chunk * replica.allreduce_s_per_token
-        compute_left = tau - reserve - replica.chunk_compute_s(chunk)
-        memory_left = tau - reserve - replica.weight_read_s
+    if op.does_decode:  # the mean step: a colocated replica's prompts are in `usage`
+        left = tau - replica.fixed_s - replica.weight_read_s
         kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-        if compute_left <= 0 or memory_left <= 0 or kv_tokens <= 0:
+        if left <= 0 or kv_tokens <= 0:
             return {}
-        caps[DECODE_COMPUTE] = compute_left / tau
-        caps[DECODE_MEMORY] = memory_left / tau
+        caps[DECODE_STEP] = left / tau
+        if op.role == "colocated" and op.longest_step_s is not None:
+            # the decode batch of the mean step, with a full chunk, within the longest step
+            # (the TPOT the point states: `chunk_step_s`)
+            longest = chunk_step_s(replica, op) - replica.fixed_s - replica.weight_read_s
+            longest -= chunk_extra_s(replica, chunk)
+            if longest <= 0:
+                return {}
+            caps[LONGEST_STEP] = longest / tau
         caps[BATCH] = float(limits.max_num_seqs)
         caps[KV] = kv_tokens
     if op.role == "prefill":
@@ -131,17 +161,39 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
     return caps
 
 
+def capacity_gap(replica: Replica, op: OperatingPoint) -> str:
+    """Why a point has no capacity (`capacity` is empty), in words."""
+    ms = 1e3
+    floor = replica.fixed_s + replica.weight_read_s
+    if op.longest_step_s is not None and op.role == "colocated":
+        full = floor + chunk_extra_s(replica, op.chunk_tokens)
+        if full >= op.longest_step_s:
+            return (
+                f"a step with a {op.chunk_tokens:,}-token prefill chunk takes at least "
+                f"{full * ms:,.1f} ms (weights {replica.weight_read_s * ms:,.1f} ms), more than "
+                f"the {op.longest_step_s * ms:,.1f} ms TPOT"
+            )
+    return (
+        f"a step budget of {op.step_s * ms:,.1f} ms leaves nothing after the fixed time and the "
+        f"weight read ({floor * ms:,.1f} ms)"
+    )
+
+
 def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str, float]:
-    """Resources one request/s of the class takes at the point."""
+    """Resources one request/s of the class takes at the point. On a colocated replica the
+    prompt's compute and all-reduce count in the mean step at the rate prompts arrive: steps
+    carry partial chunks or none, and the step time is linear in what they carry."""
     use: dict[str, float] = {}
+    comm = replica.allreduce_s_per_token
     if op.does_prefill:
         use[PREFILL] = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
     if op.does_decode:
         ctx = shape.decode_context
         out = shape.output_mean
-        comm = replica.allreduce_s_per_token
-        use[DECODE_COMPUTE] = out * (replica.decode_compute_s_per_token(ctx) + comm)
-        use[DECODE_MEMORY] = out * (replica.decode_memory_s_per_token(ctx) + comm)
+        prompt = use[PREFILL] + shape.input_mean * comm if op.role == "colocated" else 0.0
+        use[DECODE_STEP] = out * (replica.decode_s_per_token(ctx) + comm) + prompt
+        if op.longest_step_s is not None:
+            use[LONGEST_STEP] = out * (replica.decode_s_per_token(ctx) + comm)
         use[BATCH] = out * op.step_s
         use[KV] = out * op.step_s * ctx
     if op.role == "prefill":
@@ -159,18 +211,21 @@ class Latency:
 
 def latency(replica: Replica, op: OperatingPoint, shape: RequestShape) -> Latency:
     """TTFT and TPOT of a tail-length request at the point, queueing excluded. A prompt that
-    arrives mid-step waits for that step to end before its first chunk runs: one step more."""
+    arrives mid-step waits for that step to end before its first chunk runs: one step more.
+    The TPOT is held step by step, at the longest step (`chunk_step_s`): a short output may
+    run entirely in steps that carry prompt chunks, so the mean step does not bound its TPOT."""
     ttft = tpot = None
     if op.does_prefill:
         steps = replica.chunked_prefill_steps(shape.input_tail, op.chunk_tokens)
-        ttft = (steps + 1) * op.step_s
+        ttft = (steps + 1) * chunk_step_s(replica, op)
         if op.role == "prefill":
             bandwidth = min(
                 replica.kv_transfer_bytes_per_s, shape.decode_network_bytes_per_s or math.inf
             )
             ttft += shape.input_tail * replica.kv_bytes_per_token / bandwidth
     if op.does_decode:
-        tpot = op.step_s * tpot_per_step(op.role, shape)
+        step = op.step_s if shape.mean_tpot else chunk_step_s(replica, op)
+        tpot = step * tpot_per_step(op.role, shape)
     return Latency(ttft, tpot)
 
 
@@ -225,36 +280,40 @@ def ineligibility(
 
 
 def throughput_step_s(
-    replica: Replica, role: str, chunk_tokens: int, shape: RequestShape, limits: Limits
+    replica: Replica,
+    role: str,
+    chunk_tokens: int,
+    shape: RequestShape,
+    limits: Limits,
+    longest_step_s: float | None = None,
 ) -> float:
     """The step budget at which one replica carries the most of this class alone.
 
     At step τ the rate one replica carries is bounded by two kinds of limit (formulation §3):
-    prefill chunks, batch slots and KV memory give r ≤ α/τ (longer steps, fewer of them); the
-    compute and bandwidth left in a step give r ≤ (τ − f)/(τ·β) (longer steps, more room). The
-    best τ is where the tightest of the first meets the tightest of the second:
-    τ* = max_j (f_j + α_min·β_j).
+    batch slots, KV memory, a colocated replica's prefill chunks and its longest step (the
+    batch with a full chunk within `longest_step_s`) give r ≤ α/τ (longer steps, fewer of
+    them); the step time left after the fixed part and the weight read gives r ≤ (τ − f)/(τ·β)
+    (longer steps, more room). The best τ is where the two meet: τ* = f + α_min·β.
     """
-    ctx, out = shape.decode_context, shape.output_mean
-    comm, chunk = replica.allreduce_s_per_token, chunk_tokens
+    op = OperatingPoint(role, 1.0, chunk_tokens, longest_step_s)
+    use = usage(replica, op, shape)
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    out, ctx = shape.output_mean, shape.decode_context
     alpha = min(limits.max_num_seqs / out, kv_tokens / (out * ctx))
-    reserve = replica.chunk_compute_s(chunk)
     if role == "colocated":
-        prefill = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
-        alpha = min(alpha, limits.max_prefill_utilization * reserve / prefill)
-    base = replica.fixed_s + chunk * comm
-    compute = base + reserve + alpha * out * (replica.decode_compute_s_per_token(ctx) + comm)
-    memory = (
-        base + replica.weight_read_s + alpha * out * (replica.decode_memory_s_per_token(ctx) + comm)
-    )
-    return max(compute, memory)
+        chunk_s = replica.chunk_compute_s(chunk_tokens)
+        alpha = min(alpha, limits.max_prefill_utilization * chunk_s / use[PREFILL])
+        if longest_step_s is not None:
+            left = longest_step_s - replica.fixed_s - replica.weight_read_s
+            alpha = min(alpha, (left - chunk_extra_s(replica, chunk_tokens)) / use[LONGEST_STEP])
+    return replica.fixed_s + replica.weight_read_s + alpha * use[DECODE_STEP]
 
 
 def prefill_service_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float:
-    """Mean time a prompt of the class occupies a replica's prefill capacity (R/τ per second)."""
+    """Mean time a prompt of the class occupies a replica's prefill capacity (one chunk of
+    compute R per chunk step)."""
     prefill = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
-    return prefill * op.step_s / replica.chunk_compute_s(op.chunk_tokens)
+    return prefill * chunk_step_s(replica, op) / replica.chunk_compute_s(op.chunk_tokens)
 
 
 def wait_budget_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float | None:
@@ -310,7 +369,9 @@ def with_latency_margins(
       at the class percentile: Σ n_c·β_c + z·√(Σ n_c·β_c²) ≤ S, S the step time left for the
       batch. √v ≤ (v + v0)/(2√v0) for any v0 > 0 turns it into a linear row; with v0 = S·β_max
       (the variance of a full batch of the costliest class), every β_c grows by z·β_c/(2√v0)
-      and S shrinks by z·√v0/2, on both sides of the roofline."""
+      and S shrinks by z·√v0/2. This is on the row that holds the TPOT: a colocated point's
+      longest step (its batch with a full chunk) where it has one, else the mean step, where a
+      colocated class's β carries its prompts' compute per output token."""
     caps = dict(caps)
     usages = {name: dict(use) for name, use in usages.items()}
     if not op.does_decode:
@@ -321,7 +382,8 @@ def with_latency_margins(
     z = step_quantile(list(shapes.values()))
     if z is None or z <= 0:
         return caps, usages
-    for resource in (DECODE_COMPUTE, DECODE_MEMORY):
+    # The TPOT is held by the longest step where the point has that row, else by the mean step
+    for resource in [LONGEST_STEP] if LONGEST_STEP in caps else [DECODE_STEP]:
         budget = caps[resource] * op.step_s  # S: step time left for the batch
         beta = {n: usages[n][resource] / shapes[n].output_mean for n in usages}
         root = math.sqrt(budget * max(beta.values()))
@@ -349,7 +411,11 @@ def queue_curve(
     service = max(prefill_service_s(replica, op, s) for s in shapes)
     budget = min(b for b in budgets if b is not None)
     tail = min(s.miss_share for s in shapes if s.ttft_s is not None)
-    return pool_curve(budget / service, tail, limits.max_prefill_utilization, max_replicas)
+    # A prompt in service runs in chunk steps, longer than the mean step (queueing.carried).
+    share = chunk_extra_s(replica, op.chunk_tokens) / op.step_s if op.role == "colocated" else 0.0
+    longest = chunk_step_s(replica, op) / op.step_s
+    ceiling = limits.max_prefill_utilization
+    return pool_curve(budget / service, tail, ceiling, max_replicas, share, longest)
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:

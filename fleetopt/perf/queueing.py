@@ -117,16 +117,23 @@ NO_QUEUEING = PoolCurve((1.0,), 1.0)
 
 
 def pool_curve(
-    wait_in_services: float, tail: float, ceiling: float, max_replicas: int | None = None
+    wait_in_services: float,
+    tail: float,
+    ceiling: float,
+    max_replicas: int | None = None,
+    chunk_share: float = 0.0,
+    longest: float = math.inf,
 ) -> PoolCurve:
     """g(n) = min(n, f(n)/u), expanded up to the smallest N from which the tail at the last
     marginal rate, min(n, f(N)/u + Δ_N·(n − N)), stays within LINEAR_WITHIN of g(n) for every n
     up to the expansion limit (MAX_EXPANSION, or the most replicas the program may use).
 
-    f is convex, so the line lies below f/u for every n, beyond the limit too: the tail never
-    overstates g. Once g meets the ceiling (g(n) = n from some n on) it is exact from there."""
+    `chunk_share` r > 0 and `longest` (colocated replicas, `carried`): f is the servers' Erlang
+    load turned into the load of the capacity rows. f is convex, so the line lies below f/u for every n,
+    beyond the limit too: the tail never overstates g (checked where computed). Once g meets
+    the ceiling (g(n) = n from some n on) it is exact from there."""
     limit = max(1, min(MAX_EXPANSION, max_replicas) if max_replicas else MAX_EXPANSION)
-    pooled = _Pooled(wait_in_services, tail, ceiling)
+    pooled = _Pooled(wait_in_services, tail, ceiling, (chunk_share, longest))
     if pooled.at(1) >= 1:
         return NO_QUEUEING  # one replica already reaches the ceiling
     size = next(n for n in range(1, limit + 1) if _tail_within(pooled, n, limit))
@@ -137,8 +144,11 @@ def pool_curve(
 class _Pooled:
     """f(n)/u, computed as far as asked and no further than the first n where it reaches n."""
 
-    def __init__(self, wait_in_services: float, tail: float, ceiling: float) -> None:
+    def __init__(
+        self, wait_in_services: float, tail: float, ceiling: float, chunks: tuple[float, float]
+    ) -> None:
         self.args, self.ceiling, self.values = (wait_in_services, tail), ceiling, [0.0]
+        self.chunks = chunks
 
     def at(self, n: int) -> float:
         """f(n)/u, or inf past the ceiling (where g(n) = n)."""
@@ -146,8 +156,28 @@ class _Pooled:
             last = len(self.values) - 1
             if last and self.values[last] >= last:
                 return math.inf
-            self.values.append(max_load(last + 1, *self.args) / self.ceiling)
+            n = last + 1
+            busy = max_load(n, *self.args)
+            self.values.append(carried(n, busy, *self.chunks) / self.ceiling)
         return self.values[n]
+
+
+def carried(servers: int, busy: float, chunk_share: float, longest: float) -> float:
+    """The prefill load y (in replicas' worth of R per mean step τ) that keeps n colocated
+    replicas' prefill servers busy `busy` servers' worth; r = chunk_share = (R + C·a)/τ, the
+    chunk's extra time over the mean step, and c = longest = the chunk step's budget over τ.
+
+    A colocated replica whose mean step T̄ ≤ τ carries prompt compute P per second spends
+    P·T̄ of each step on prompts, so its step without them is at most τ·(1 − P). A prompt in
+    service gets R per step of at most τ·(1 − P) + R + C·a, and at most c·τ: a server's
+    utilisation is at most ρ = min(y·(1 + r·(1 − y)), c·y) per replica at y = P·τ/R. Over n
+    replicas sharing y·n, either bound within `busy` will do: the larger of the smaller root
+    of busy = y_n·(1 + r·(1 − y_n/n)) and busy/c."""
+    if chunk_share <= 0:
+        return busy
+    r, n = chunk_share, servers
+    root = n * ((1 + r) - math.sqrt(max(0.0, (1 + r) ** 2 - 4 * r * busy / n))) / (2 * r)
+    return max(root, busy / longest)
 
 
 def _tail_within(pooled: _Pooled, size: int, limit: int) -> bool:

@@ -1,22 +1,20 @@
 """One replica of a model on `tp` GPUs of one type: memory, and the parts of an engine step's time.
 
-The step model is two rooflines one after the other, with additive communication
-(docs/cost-model.md): the matmuls are bound by the weight read or by their FLOPs, and decode
-attention, a separate kernel, by the KV read or by its FLOPs:
+The step model is a sum of its kernels' times (docs/cost-model.md, "One engine step"): the weight
+read, the matmuls, decode attention and the all-reduce run one after the other, none hidden
+under another:
 
-    step = fixed + max(weights, matmuls) + attention + all-reduce
+    step = fixed + weights + matmuls + attention + all-reduce
     weights   = weight bytes / (tp · HBM bandwidth · eff_memory)
     matmuls   = (2 · active params · tokens + prefill attention FLOPs) / (tp · peak FLOP/s · eff_compute)
     attention = context tokens · max(KV bytes / bandwidth, attention FLOPs / FLOP/s)  per token
     all-reduce = tokens · per-token all-reduce time        (zero at tp = 1)
     fixed     = step overhead + 2 · layers · all-reduce latency
 
-`StepParts` carries the attention term on both sides (memory = weights + attention, compute =
-matmuls + attention), so `fixed + max(memory, compute) + all-reduce` is the same step and the
-program still holds it with one row per side.
-
-Every term but the weight read is linear in the tokens of the step, which is what lets the
-program hold the step-time limit with linear constraints.
+A roofline would overlap the weight read with the matmuls (max instead of sum); the measured
+max-load rows fit the sum far better (docs/cost-model.md, "Tried"). Every term but the weight
+read and the fixed time is linear in the tokens of the step, which is what lets the program hold
+the step-time limit with one linear row.
 """
 
 from __future__ import annotations
@@ -40,13 +38,14 @@ ACTIVATION_RESERVE_GB = 2.0
 @dataclass(frozen=True)
 class StepParts:
     fixed_s: float
-    memory_s: float
-    compute_s: float
+    weights_s: float
+    matmul_s: float
+    attention_s: float
     allreduce_s: float
 
     @property
     def total_s(self) -> float:
-        return self.fixed_s + max(self.memory_s, self.compute_s) + self.allreduce_s
+        return self.fixed_s + self.weights_s + self.matmul_s + self.attention_s + self.allreduce_s
 
 
 def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> float:
@@ -175,16 +174,13 @@ class Replica:
     def context_s_per_token(self) -> float:
         """Decode attention time per context token: its own kernel after the matmuls, bound by
         the KV read or, where one KV value serves many query heads (an MLA latent), by its
-        FLOPs. Summed with the matmuls, not overlapped: the large-batch rows where the two take
-        about as long measure the sum (docs/cost-model.md, "One engine step")."""
+        FLOPs."""
         return max(self.kv_read_s_per_token, self.attention_s_per_pair)
 
-    def decode_compute_s_per_token(self, context_tokens: float) -> float:
+    def decode_s_per_token(self, context_tokens: float) -> float:
+        """What one decode sequence of this context adds to a step (its matmuls and attention;
+        the weights are read once per step, whatever the batch)."""
         return self.linear_s_per_token + self.context_s_per_token * context_tokens
-
-    def decode_memory_s_per_token(self, context_tokens: float) -> float:
-        """Attention time of a sequence per step (the weights are read once per step)."""
-        return self.context_s_per_token * context_tokens
 
     # --- whole steps --------------------------------------------------------------------------
 
@@ -202,10 +198,9 @@ class Replica:
             prefill_compute_s = prefill_tokens * self.linear_s_per_token
         return StepParts(
             fixed_s=self.fixed_s,
-            memory_s=self.weight_read_s + decode_context_tokens * self.context_s_per_token,
-            compute_s=decode_seqs * self.linear_s_per_token
-            + decode_context_tokens * self.context_s_per_token
-            + prefill_compute_s,
+            weights_s=self.weight_read_s,
+            matmul_s=decode_seqs * self.linear_s_per_token + prefill_compute_s,
+            attention_s=decode_context_tokens * self.context_s_per_token,
             allreduce_s=(decode_seqs + prefill_tokens) * self.allreduce_s_per_token,
         )
 
@@ -221,7 +216,7 @@ class Replica:
         )
 
     def chunk_compute_s(self, chunk_tokens: int) -> float:
-        """Compute time reserved in every step for a prefill chunk of this many tokens."""
+        """Compute time of a prefill chunk of this many tokens: the most a step gives prompts."""
         return chunk_tokens * self.linear_s_per_token
 
     def chunked_prefill_steps(self, prompt_tokens: float, chunk_tokens: int) -> int:

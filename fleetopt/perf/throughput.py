@@ -15,6 +15,7 @@ from fleetopt.perf.operating_point import (
     OperatingPoint,
     RequestShape,
     capacity,
+    chunk_extra_s,
     ineligibility,
     max_rate,
     prefill_step_s,
@@ -60,22 +61,44 @@ def snap_down(step_s: float) -> float:
 def candidate_points(
     replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
 ) -> list[OperatingPoint]:
-    """Prefill: one point per chunk. Decode / colocated: per chunk, the step of the class's best
-    throughput cut to its TPOT target; colocated, also shorter steps (SHORTER_STEPS) and the
-    steps that spend a share of its TTFT on prefill chunks (TTFT_SHARES), on the STEP_GRID."""
+    """Prefill: one point per chunk. Decode / colocated: per chunk, the (mean) step of the
+    class's best throughput cut to its TPOT target; colocated, also shorter steps
+    (SHORTER_STEPS) and the steps whose chunk steps spend a share of its TTFT on the prompt
+    (TTFT_SHARES), on the STEP_GRID."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
     points = []
     for chunk in [0] if role == "decode" else sorted(set(chunks)):
-        step = throughput_step_s(replica, role, chunk, shape, limits)
+        # colocated, the TPOT is held by the longest step, the one with a full chunk
+        longest = None
         if shape.tpot_s is not None:
-            step = min(step, shape.tpot_s / tpot_per_step(role, shape))
+            longest = shape.tpot_s / tpot_per_step(role, shape)
+        held = longest if role == "colocated" and not shape.mean_tpot else None
+        step = throughput_step_s(replica, role, chunk, shape, limits, held)
+        if longest is not None:
+            step = min(step, longest)
+        if step <= 0:  # nothing fits: a point that carries nothing says why (`capacity_gap`)
+            points.append(OperatingPoint(role, longest or replica.fixed_s, chunk, held))
+            continue
         shorter = {step * f for f in SHORTER_STEPS[1:]} if role == "colocated" else set()
         if role == "colocated" and shape.ttft_s is not None:
+            # the mean step whose chunk steps (at most step + the chunk's time) spend the share
             steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
-            shorter |= {min(step, share * shape.ttft_s / steps) for share in TTFT_SHARES}
-        candidates = {step} | {snap_down(s) for s in shorter}
-        points += [OperatingPoint(role, s, chunk) for s in sorted(candidates)]
+            extra = chunk_extra_s(replica, chunk)
+            for share in TTFT_SHARES:
+                budget = share * shape.ttft_s / steps
+                if held is None or held > budget:
+                    shorter.add(min(step, budget - extra))
+        candidates = {step} | {snap_down(s) for s in shorter if s > 0}
+        points += [OperatingPoint(role, s, chunk, held) for s in sorted(candidates)]
+        if role == "colocated" and shape.ttft_s is not None:
+            # or hold the chunk steps themselves to the share: a TPOT tighter than the class's
+            # buys its TTFT, as a tighter class's point would
+            for share in TTFT_SHARES:
+                budget = snap_down(share * shape.ttft_s / steps)
+                if held is None or budget < held:
+                    fitting = throughput_step_s(replica, role, chunk, shape, limits, budget)
+                    points.append(OperatingPoint(role, min(fitting, budget), chunk, budget))
     return points
 
 

@@ -28,13 +28,12 @@ PROBE = 1e6
 
 @dataclass(frozen=True)
 class StepModel:
-    """step = fixed + max(memory, compute) + all-reduce, each part linear in the load."""
+    """step = base + per-sequence + per-context + prefill compute + all-reduce per token: the
+    step model's sum, each part linear in the load (base = fixed time + weight read)."""
 
-    fixed_s: float
-    memory_s: float
-    memory_s_per_context: float
-    compute_s_per_seq: float
-    compute_s_per_context: float
+    base_s: float
+    s_per_seq: float
+    s_per_context: float
     allreduce_s_per_token: float
 
     @classmethod
@@ -43,20 +42,22 @@ class StepModel:
         seq = replica.step_parts(decode_seqs=PROBE)
         ctx = replica.step_parts(decode_context_tokens=PROBE)
         return cls(
-            fixed_s=base.fixed_s,
-            memory_s=base.memory_s,
-            memory_s_per_context=(ctx.memory_s - base.memory_s) / PROBE,
-            compute_s_per_seq=(seq.compute_s - base.compute_s) / PROBE,
-            compute_s_per_context=(ctx.compute_s - base.compute_s) / PROBE,
+            base_s=base.total_s - base.allreduce_s,
+            s_per_seq=(seq.total_s - seq.allreduce_s - base.total_s + base.allreduce_s) / PROBE,
+            s_per_context=(ctx.total_s - base.total_s) / PROBE,
             allreduce_s_per_token=(seq.allreduce_s - base.allreduce_s) / PROBE,
         )
 
     def step_s(self, seqs: int, context: float, tokens: int, compute_s: float) -> float:
         """A step of `seqs` decode sequences holding `context` tokens, plus `tokens` prefill
         tokens whose compute takes `compute_s`."""
-        memory = self.memory_s + context * self.memory_s_per_context
-        compute = seqs * self.compute_s_per_seq + context * self.compute_s_per_context + compute_s
-        return self.fixed_s + max(memory, compute) + (seqs + tokens) * self.allreduce_s_per_token
+        return (
+            self.base_s
+            + seqs * self.s_per_seq
+            + context * self.s_per_context
+            + compute_s
+            + (seqs + tokens) * self.allreduce_s_per_token
+        )
 
 
 @dataclass
@@ -122,11 +123,9 @@ class _Engine:
 
     def __init__(self, model: StepModel, ledger: Ledger, clock: Clock) -> None:
         self.coefficients = (
-            model.fixed_s,
-            model.memory_s,
-            model.memory_s_per_context,
-            model.compute_s_per_seq,
-            model.compute_s_per_context,
+            model.base_s,
+            model.s_per_seq,
+            model.s_per_context,
             model.allreduce_s_per_token,
         )
         self.ledger, self.clock = ledger, clock
@@ -142,10 +141,8 @@ class _Engine:
     ) -> None:
         """Count the step and put its end on the clock. The step time is `StepModel.step_s`,
         inlined: this runs once per simulated step."""
-        fixed, memory, per_context, per_seq, compute_per_context, allreduce = self.coefficients
-        memory += context * per_context
-        compute += seqs * per_seq + context * compute_per_context
-        dt = fixed + (memory if memory > compute else compute) + (seqs + tokens) * allreduce
+        base, per_seq, per_context, allreduce = self.coefficients
+        dt = base + seqs * per_seq + context * per_context + compute + (seqs + tokens) * allreduce
         self.busy = True
         self.busy_s += dt
         self.steps_run += 1

@@ -164,7 +164,7 @@ class _Run:
         self.pools: list[list[BatchReplica | PrefillReplica]] = []
         for pool, replica in zip(self.plan.pools, self.perf, strict=True):
             model = StepModel.of(replica)
-            # the compute each step gives prompts: the chunk's, as the planner reserves it
+            # the compute each step gives prompts: at most the chunk's, as the planner plans it
             budget = replica.chunk_compute_s(pool.chunk_tokens or 0)
             if pool.role == "prefill":
                 engines = [

@@ -1,0 +1,132 @@
+"""A colocated point's two step budgets: the mean step (throughput, prompts charged as they
+arrive) and the step with a full chunk (TTFT and TPOT); the queue's servers work at the chunk
+step; TensorRT-LLM admits only whole sequences. By hand, on small cases."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from fleetopt.calibrate.observation import Observation
+from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog, resolve
+from fleetopt.instance import load_instance
+from fleetopt.perf.operating_point import (
+    DECODE_STEP,
+    LONGEST_STEP,
+    PREFILL,
+    Limits,
+    OperatingPoint,
+    RequestShape,
+    capacity,
+    chunk_extra_s,
+    chunk_step_s,
+    latency,
+    usage,
+)
+from fleetopt.perf.queueing import carried
+from fleetopt.perf.replica import Replica
+from fleetopt.perf.throughput import candidate_points
+from fleetopt.pipeline import plan_fleet
+from fleetopt.plan import Plan
+from fleetopt.verify import verify
+
+INSTANCES = Path(__file__).resolve().parent.parent / "instances"
+LIMITS = Limits(0.95, 256, 0.9)
+SHAPE = RequestShape(900, 250, 2000, 500, 0.5, 0.03)
+
+
+def _replica(model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1, dtype="bf16"):
+    spec = model_catalog()[model]
+    return Replica(Model(model, spec, dtype, dtype), Gpu(gpu, gpu_catalog()[gpu], None, None), tp)
+
+
+def test_the_servers_load_turns_into_the_rows_load_by_hand():
+    # r = 0.8, 4 replicas sharing y = 2 replicas' worth: busy = 2·(1 + 0.8·(1 − 2/4)) = 2.8
+    assert carried(4, 2.8, 0.8, math.inf) == pytest.approx(2.0)
+    # a longest step of 1.2 τ bounds a server's utilisation by 1.2·y: y = 2.8 / 1.2 carries more
+    assert carried(4, 2.8, 0.8, 1.2) == pytest.approx(2.8 / 1.2)
+    assert carried(4, 2.8, 0.0, math.inf) == 2.8  # a prefill replica: its step is the chunk's
+
+
+def test_prompts_count_in_the_mean_step_at_their_arrival_rate():
+    r = _replica()
+    op = OperatingPoint("colocated", 0.02, 512, 0.03)
+    use = usage(r, op, SHAPE)
+    decode = 250 * (r.decode_s_per_token(900 + 125) + r.allreduce_s_per_token)
+    prompt = 900 * r.prefill_s_per_token(900)
+    assert use[PREFILL] == pytest.approx(prompt)
+    assert use[DECODE_STEP] == pytest.approx(decode + prompt)
+    assert use[LONGEST_STEP] == pytest.approx(decode)
+    caps = capacity(r, op, LIMITS)
+    floor = r.fixed_s + r.weight_read_s
+    assert caps[DECODE_STEP] == pytest.approx((0.02 - floor) / 0.02)
+    # the longest step is min(30 ms, 20 ms + the chunk's 512 tokens) less the chunk and the floor
+    longest = min(0.03, 0.02 + chunk_extra_s(r, 512))
+    assert chunk_step_s(r, op) == pytest.approx(longest)
+    assert caps[LONGEST_STEP] == pytest.approx((longest - floor - chunk_extra_s(r, 512)) / 0.02)
+
+
+def test_a_colocated_point_holds_its_tpot_on_the_step_with_a_full_chunk():
+    r = _replica()
+    points = [p for p in candidate_points(r, "colocated", SHAPE, [256, 512, 2048], LIMITS)]
+    carrying = [p for p in points if capacity(r, p, LIMITS)]
+    assert carrying
+    for op in carrying:
+        lat = latency(r, op, SHAPE)
+        assert lat.tpot_s == pytest.approx(chunk_step_s(r, op))
+        assert lat.tpot_s <= 0.03 * (1 + 1e-9)
+        steps = r.chunked_prefill_steps(2000, op.chunk_tokens)
+        assert lat.ttft_s == pytest.approx((steps + 1) * chunk_step_s(r, op))
+        # the step of the batch the longest row admits, with a full chunk, is the TPOT
+        caps, use = capacity(r, op, LIMITS), usage(r, op, SHAPE)
+        rate = caps[LONGEST_STEP] / use[LONGEST_STEP]
+        seqs = rate * SHAPE.output_mean * op.step_s
+        full = r.step_s(
+            decode_seqs=seqs,
+            decode_context_tokens=seqs * SHAPE.decode_context,
+            prefill_tokens=op.chunk_tokens,
+            prefill_compute_s=r.chunk_compute_s(op.chunk_tokens),
+        )
+        assert full == pytest.approx(chunk_step_s(r, op))
+
+
+def test_a_measured_mean_tpot_bounds_the_mean_step():
+    obs = Observation("llama-3.1-8b", "h100-sxm", 1, "bf16", "bf16", 1000, 500, 5000, tpot_ms=20)
+    shape = obs.shape()
+    assert shape.mean_tpot
+    r = _replica()
+    for op in candidate_points(r, "colocated", shape, [512], LIMITS):
+        assert op.longest_step_s is None
+        assert latency(r, op, shape).tpot_s == pytest.approx(op.step_s)
+
+
+def test_trtllm_admits_no_more_sequences_than_the_cache_holds_whole():
+    # Llama 70B bf16 on 2 A100 80GB: trtllm-bench's batch rounds up to 64, the cache holds
+    # fewer whole 128 + 2048-token sequences than that
+    obs = Observation(
+        "llama-3.1-70b", "a100-80gb", 2, "bf16", "bf16", 128, 2048, 265.6,
+        batch_rule="trtllm-bench", kv_cache_free_fraction=0.95,
+    )  # fmt: skip
+    r = _replica("llama-3.1-70b", "a100-80gb", 2)
+    limits, _ = obs.engine(r)
+    batch, _ = obs.trtllm_bench_settings(r)
+    whole = r.kv_capacity_tokens(limits.gpu_memory_utilization) / (128 + 2048)
+    assert batch == 64
+    assert limits.max_num_seqs == math.floor(whole) < batch
+
+
+def test_verify_holds_the_step_with_a_full_chunk_within_the_plans_tpot():
+    """A plan whose colocated pool states a longest step its batch and chunk cannot fit fails
+    the re-check (the shipped plan passes it)."""
+    resolved = resolve(load_instance(INSTANCES / "chatbot-8b.yaml"))
+    plan = plan_fleet(resolved.instance)
+    assert verify(plan, resolved) == []
+    pool = next(p for p in plan.pools if p.role == "colocated" and p.longest_step_ms)
+    tightened = Plan.from_dict(json.loads(plan.to_json()))
+    index = plan.pools.index(pool)
+    tightened.pools[index].longest_step_ms = pool.longest_step_ms * 0.5
+    problems = verify(tightened, resolved)
+    assert any("full chunk" in p or "TPOT percentile" in p for p in problems), problems
