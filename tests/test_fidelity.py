@@ -51,3 +51,9 @@ def test_median_error_meets_the_target(part):
 @pytest.mark.parametrize("part", ["fitted", "held out"])
 def test_no_row_is_off_by_more_than_35_percent(part):
     assert max(_errors(_rows(part))) <= 0.35
+
+
+def test_the_mi325x_runs_on_the_mi300x_factors():
+    """No MI325X rows to fit: the same CDNA 3 dies and ROCm stack as the MI300X, whose factors
+    it takes (catalog/gpus.yaml), not the NVIDIA default."""
+    assert gpu_catalog()["mi325x"].efficiency == gpu_catalog()["mi300x"].efficiency

@@ -19,7 +19,7 @@ DEFAULT = Efficiency(
     interconnect=0.7,
     step_overhead_ms=0.5,
     moe=0.9,
-    moe_tp_loss=0.05,
+    moe_tp_loss=0.075,
 )
 
 
