@@ -30,9 +30,10 @@ from fleetopt.perf.operating_point import (
     with_latency_margins,
 )
 from fleetopt.perf.profiles import profile_rate
-from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve
+from fleetopt.perf.queueing import NO_QUEUEING, SERVICE_CV2, PoolCurve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
+from fleetopt.workload.lengths import sampler_for
 
 ROLES_BY_MODE = {"colocated": ("colocated",), "disaggregated": ("prefill", "decode")}
 
@@ -68,6 +69,7 @@ def request_class(workload: Workload) -> RequestClass:
         output_shortest=workload.output.shortest,
         input_longest=workload.input.longest,
         output_longest=workload.output.longest,
+        service_cv2=max(SERVICE_CV2, sampler_for(workload.input).cv2),
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)
 

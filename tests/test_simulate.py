@@ -17,8 +17,8 @@ from fleetopt.plan import Plan, PoolPlan, Route, WorkloadPlan
 from fleetopt.simulate import simulate_plan
 from fleetopt.simulate.arrivals import Requests, synthetic_requests
 from fleetopt.simulate.engine import StepModel
-from fleetopt.simulate.lengths import sampler_for
 from fleetopt.simulate.simulator import simulate
+from fleetopt.workload.lengths import sampler_for
 from tests.helpers import analytic_instance, solve
 
 MODEL, GPU = "llama-3.1-8b", "l40s"

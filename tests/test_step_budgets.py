@@ -1,6 +1,7 @@
 """A colocated point's two step budgets: the mean step (throughput, prompts charged as they
 arrive) and the step with a full chunk (TTFT and TPOT); the queue's servers work at the chunk
-step; TensorRT-LLM admits only whole sequences. By hand, on small cases."""
+step, with the class's prompt-length spread; TensorRT-LLM admits only whole sequences. By hand,
+on small cases."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fleetopt.calibrate.observation import Observation
 from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog, resolve
-from fleetopt.instance import load_instance
+from fleetopt.instance import TokenDistribution, load_instance
 from fleetopt.perf.operating_point import (
     DECODE_STEP,
     LONGEST_STEP,
@@ -26,12 +28,13 @@ from fleetopt.perf.operating_point import (
     latency,
     usage,
 )
-from fleetopt.perf.queueing import carried
+from fleetopt.perf.queueing import carried, pool_curve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
 from fleetopt.verify import verify
+from fleetopt.workload.lengths import LengthSampler, sampler_for
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 LIMITS = Limits(0.95, 256, 0.9)
@@ -130,3 +133,15 @@ def test_verify_holds_the_step_with_a_full_chunk_within_the_plans_tpot():
     tightened.pools[index].longest_step_ms = pool.longest_step_ms * 0.5
     problems = verify(tightened, resolved)
     assert any("full chunk" in p or "TPOT percentile" in p for p in problems), problems
+
+
+def test_the_prompt_length_spread_by_hand_and_what_it_costs_the_queue():
+    """Uniform on [1, 3] (knots (0, 1), (1, 3), γ = 1): mean 2, variance 1/3, cv² = 1/12; a
+    class with more variable prompts gets a queue that carries less at the same wait."""
+    uniform = LengthSampler(np.array([0.0, 1.0]), np.array([1.0, 3.0]), 1.0)
+    assert uniform.cv2 == pytest.approx(1 / 12)
+    skewed = sampler_for(TokenDistribution(mean=800, p50=500, p90=1800, p99=4000, max=8000))
+    draws = skewed.sample(np.random.default_rng(0), 400_000).astype(float)
+    assert skewed.cv2 == pytest.approx(draws.var() / draws.mean() ** 2, rel=0.02)
+    steady, spread = pool_curve(3.0, 0.01, 0.95, cv2=1.0), pool_curve(3.0, 0.01, 0.95, cv2=2.0)
+    assert all(spread.load(n) < steady.load(n) for n in (1, 4, 16))

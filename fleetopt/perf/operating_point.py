@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve, max_load, pool_curve
+from fleetopt.perf.queueing import NO_QUEUEING, SERVICE_CV2, PoolCurve, max_load, pool_curve
 from fleetopt.perf.replica import Replica
 
 PREFILL = "prefill_compute"
@@ -64,6 +64,9 @@ class RequestShape:
     output_longest: float = 0.0
     """The longest lengths stated (max where given): every replica a class is routed to must
     hold one such sequence, whatever the SLO percentile."""
+    service_cv2: float = SERVICE_CV2
+    """Squared coefficient of variation of the class's prompt lengths the prefill queue assumes
+    (Allen–Cunneen); never below SERVICE_CV2."""
     mean_tpot: bool = False
     """The TPOT is a measured mean (a benchmark's mean TPOT), which the mean step meets, not a
     target every request must meet, which a colocated point holds on its longest step."""
@@ -404,7 +407,8 @@ def queue_curve(
 ) -> PoolCurve:
     """Load n replicas at this point carry with every class's TTFT percentile held
     (perf/queueing.py). The mix is unknown here, so the curve is the conservative one: the
-    smallest wait budget over the longest mean service time, and the strictest percentile."""
+    smallest wait budget over the longest mean service time, the strictest percentile and the
+    most variable prompt lengths."""
     budgets = [wait_budget_s(replica, op, s) for s in shapes]
     if not shapes or all(b is None for b in budgets):
         return NO_QUEUEING
@@ -415,7 +419,8 @@ def queue_curve(
     share = chunk_extra_s(replica, op.chunk_tokens) / op.step_s if op.role == "colocated" else 0.0
     longest = chunk_step_s(replica, op) / op.step_s
     ceiling = limits.max_prefill_utilization
-    return pool_curve(budget / service, tail, ceiling, max_replicas, share, longest)
+    cv2 = max(s.service_cv2 for s in shapes if s.ttft_s is not None)
+    return pool_curve(budget / service, tail, ceiling, max_replicas, share, longest, cv2)
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:

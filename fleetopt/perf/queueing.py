@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 SERVICE_CV2 = 1.0
-"""Squared coefficient of variation of prompt service times assumed when sizing (exponential-like):
-prompt lengths of chat and RAG traffic are about as variable as that (Azure 2023 conversation
-trace: std/mean of prompt tokens 0.94)."""
+"""The least squared coefficient of variation of prompt service times assumed when sizing
+(exponential-like); a class whose lengths spread more brings its own (`RequestShape.service_cv2`).
+Chat traffic is about this variable (Azure 2023 conversation trace: std/mean of prompt tokens
+0.94)."""
 
 LINEAR_WITHIN = 0.01
 """The expansion stops at the smallest N from which continuing at the last marginal rate stays
@@ -123,6 +124,7 @@ def pool_curve(
     max_replicas: int | None = None,
     chunk_share: float = 0.0,
     longest: float = math.inf,
+    cv2: float = SERVICE_CV2,
 ) -> PoolCurve:
     """g(n) = min(n, f(n)/u), expanded up to the smallest N from which the tail at the last
     marginal rate, min(n, f(N)/u + Δ_N·(n − N)), stays within LINEAR_WITHIN of g(n) for every n
@@ -133,7 +135,7 @@ def pool_curve(
     beyond the limit too: the tail never overstates g (checked where computed). Once g meets
     the ceiling (g(n) = n from some n on) it is exact from there."""
     limit = max(1, min(MAX_EXPANSION, max_replicas) if max_replicas else MAX_EXPANSION)
-    pooled = _Pooled(wait_in_services, tail, ceiling, (chunk_share, longest))
+    pooled = _Pooled((wait_in_services, tail, cv2), ceiling, (chunk_share, longest))
     if pooled.at(1) >= 1:
         return NO_QUEUEING  # one replica already reaches the ceiling
     size = next(n for n in range(1, limit + 1) if _tail_within(pooled, n, limit))
@@ -145,9 +147,10 @@ class _Pooled:
     """f(n)/u, computed as far as asked and no further than the first n where it reaches n."""
 
     def __init__(
-        self, wait_in_services: float, tail: float, ceiling: float, chunks: tuple[float, float]
+        self, queue: tuple[float, float, float], ceiling: float, chunks: tuple[float, float]
     ) -> None:
-        self.args, self.ceiling, self.values = (wait_in_services, tail), ceiling, [0.0]
+        """queue: (wait in services, tail share, service cv²) for `max_load`."""
+        self.args, self.ceiling, self.values = queue, ceiling, [0.0]
         self.chunks = chunks
 
     def at(self, n: int) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 
 from fleetopt.errors import InputError
 from fleetopt.instance import Workload
-from fleetopt.simulate.lengths import sampler_for
+from fleetopt.workload.lengths import sampler_for
 
 
 @dataclass(frozen=True)

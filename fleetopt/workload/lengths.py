@@ -1,4 +1,5 @@
-"""Sample token lengths that match a class's stated mean and percentiles.
+"""Token lengths that match a class's stated mean and percentiles: the simulator samples them,
+and the planner reads their spread (`LengthSampler.cv2`, the prefill queue's service variability).
 
 A class states its lengths as a mean, or as {mean, p50, p90, p99, max}. The sampler is a
 piecewise quantile function through the stated points — (0, min or 1 token), (0.5, p50), (0.9, p90),
@@ -37,6 +38,18 @@ class LengthSampler:
     @property
     def mean(self) -> float:
         return _mean(self.quantiles, self.values, self.gamma)
+
+    @property
+    def cv2(self) -> float:
+        """Squared coefficient of variation: a segment's length v + Δ·s^γ (s uniform) has
+        second moment v² + 2vΔ/(γ + 1) + Δ²/(2γ + 1)."""
+        q, v, g = self.quantiles, self.values, self.gamma
+        if len(v) == 1:
+            return 0.0
+        d = np.diff(v)
+        low = v[:-1]
+        second = np.sum(np.diff(q) * (low**2 + 2 * low * d / (g + 1) + d**2 / (2 * g + 1)))
+        return float(second / self.mean**2 - 1)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n integer lengths (≥ 1 token)."""
