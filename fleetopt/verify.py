@@ -176,13 +176,11 @@ def _check_pool(
                 problems.append(
                     f"{cls.name}: TTFT {ttft * 1e3:.0f} ms > target {s.ttft_s * 1e3:.0f} ms"
                 )
+    # The pool's prompt compute, s/s: its prefill load, and what its colocated steps carry.
+    busy = sum(r * _prompt_s(replica, c.shape) for c, r in load) if does_prefill else 0.0
     if does_prefill:
-        # The pool's prompt compute against what x replicas carry with every routed class's TTFT
-        # percentile held (Erlang C with pooling, perf/queueing.py).
-        busy = sum(
-            r * c.shape.input_mean * replica.prefill_s_per_token(c.shape.input_mean)
-            for c, r in load
-        )
+        # Against what x replicas carry with every routed class's TTFT percentile held (Erlang C
+        # with pooling, perf/queueing.py).
         curve = queue_curve(replica, op, [c.shape for c, _ in load], limits)
         allowed = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
         if busy > allowed * curve.load(x) * (1 + REL_TOL):
@@ -209,7 +207,7 @@ def _check_pool(
     prompts, prompt_s = chunk, replica.chunk_compute_s(chunk)
     if pool.role == "colocated":
         prompts = sum(r * c.shape.input_mean for c, r in load) * tau / x
-        prompt_s = sum(r * _prompt_s(replica, c.shape) for c, r in load) * tau / x
+        prompt_s = busy * tau / x
     step = replica.step_s(
         decode_seqs=seqs,
         decode_context_tokens=context,
