@@ -33,7 +33,7 @@ from fleetopt.formulation.blocks import (
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
-from fleetopt.presolve import Presolved, presolve
+from fleetopt.presolve import Presolved, incumbent_start, presolve
 from fleetopt.solve import Outcome, SolveOptions, run_highs
 from fleetopt.verify import verify
 
@@ -264,7 +264,7 @@ def solve_block(block: Block, options: SolveOptions) -> SolvedBlock:
     built = time.perf_counter()
     model = build_model(reduced.data)
     build = time.perf_counter() - built
-    outcome = run_highs(model, _less_time(options, began))
+    outcome = run_highs(model, _less_time(options, began), incumbent_start(presolved, model))
     if incumbent is not None and _no_better(outcome, incumbent.outcome):
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
     return SolvedBlock(reduced, model, outcome, presolve_seconds, build)

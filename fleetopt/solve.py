@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -18,6 +18,7 @@ from pyomo.common.collections import ComponentMap
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.core.base.constraint import ConstraintData
+from pyomo.core.base.var import VarData
 
 from fleetopt.errors import Interrupted
 
@@ -54,9 +55,17 @@ class Outcome:
     """HiGHS's own run time; `seconds` less this is Pyomo handing the model over."""
 
 
-def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
-    """Solve with HiGHS and load the incumbent, if any, into the model's variables."""
+def run_highs(
+    model: pyo.ConcreteModel, options: SolveOptions, start: Mapping[VarData, float] | None = None
+) -> Outcome:
+    """Solve with HiGHS and load the incumbent, if any, into the model's variables.
+
+    `start` gives values of some integer variables of a known plan: HiGHS completes it (a MIP
+    over the rest) and starts from it, so its answer is never dearer than that plan; without
+    it, a solve stopped at the gap may return a plan dearer than one already in hand."""
     solver = SolverFactory("highs")
+    if start:
+        _set_start(solver, model, start)
     kwargs = {
         "tee": options.verbose,
         "rel_gap": options.mip_gap,
@@ -93,6 +102,14 @@ def run_highs(model: pyo.ConcreteModel, options: SolveOptions) -> Outcome:
         bool(interrupted),
         result.timing_info.highs_time,
     )
+
+
+def _set_start(solver, model: pyo.ConcreteModel, start: Mapping[VarData, float]) -> None:
+    solver.set_instance(model)  # the solve that follows finds it loaded and only updates it
+    columns = solver._pyomo_var_to_solver_var_map
+    index = np.array([columns[id(var)] for var in start], dtype=np.int32)
+    values = np.array([start[var] for var in start], dtype=float)
+    solver._solver_model.setSolution(len(index), index, values)
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,7 @@ def _step_at_percentile(
     the class's prompt compute per output token), mean + z·σ of the batch's time must fit what
     the fixed time and the weight read leave of `budget`."""
     comm = replica.allreduce_s_per_token
-    left = budget - replica.fixed_s - replica.weight_read_s
+    left = budget - replica.floor_s
 
     def cost(s: RequestShape) -> float:
         beta = replica.decode_s_per_token(s.decode_context) + comm

@@ -225,7 +225,7 @@ def test_moved_route_fails_verify_analytic():
 
 def test_route_moved_between_pools_of_one_model_fails_verify():
     """Moving all of one pool's traffic onto another loaded pool of the same model."""
-    for rate in (10, 20, 30, 45, 60):
+    for rate in (10, 20, 30, 40, 45, 60):
         plan, resolved = _loaded_plan(_with(BASES["colocated"], requests_per_s=rate))
         busy = [i for i, p in enumerate(plan.pools) if p.utilization > 0.5]
         if len(busy) >= 2:

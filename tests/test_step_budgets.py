@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from fleetopt.calibrate.observation import Observation
 from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog, resolve
-from fleetopt.instance import TokenDistribution, load_instance
+from fleetopt.instance import TokenDistribution, load_instance, parse_instance
 from fleetopt.perf.operating_point import (
     DECODE_STEP,
     LONGEST_STEP,
@@ -30,7 +31,7 @@ from fleetopt.perf.operating_point import (
 )
 from fleetopt.perf.queueing import carried, pool_curve
 from fleetopt.perf.replica import Replica
-from fleetopt.perf.throughput import candidate_points
+from fleetopt.perf.throughput import candidate_points, snap_down
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
 from fleetopt.verify import verify
@@ -94,6 +95,52 @@ def test_a_colocated_point_holds_its_tpot_on_the_step_with_a_full_chunk():
             prefill_compute_s=r.chunk_compute_s(op.chunk_tokens),
         )
         assert full == pytest.approx(chunk_step_s(r, op))
+
+
+@pytest.mark.parametrize("gpu", ["l40s", "h100-sxm"])
+def test_a_tighter_tpot_offers_no_point_a_looser_one_lacks(gpu):
+    """The colocated points of a TPOT are a subset of every looser TPOT's, but for those of its
+    own budget (off the grid) and of budgets whose chunk steps spend less than a quarter of the
+    TTFT on the prompt (offered only as a class's own)."""
+    r = _replica(gpu=gpu, dtype="fp8")
+    rng = np.random.default_rng(0)
+    tpots = sorted(rng.uniform(0.03, 0.15, 12))
+    chunks = [256, 1024, 2048]
+    floor = {c: snap_down(0.25 * 0.5 / r.chunked_prefill_steps(4000, c)) for c in chunks}
+
+    def points(tpot: float, grid_only: bool = False) -> set:
+        shape = RequestShape(900, 250, 4000, 500, 0.5, tpot)
+        ops = candidate_points(r, "colocated", shape, chunks, LIMITS)
+        if grid_only:
+            ops = [p for p in ops if floor[p.chunk_tokens] <= p.longest_step_s < tpot]
+        # a budget above the chunk step a point runs anyway binds nothing: the point is the
+        # same as one at any other such budget, so points are told apart by the step they run
+        # (and a point that carries nothing is there to say why: it offers nothing)
+        return {
+            (round(p.step_s, 12), p.chunk_tokens, round(chunk_step_s(r, p), 12))
+            for p in ops
+            if capacity(r, p, LIMITS)
+        }
+
+    offered = [points(t) for t in tpots]
+    assert all(offered)
+    for i, tpot in enumerate(tpots):
+        on_grid = points(tpot, grid_only=True)
+        assert on_grid
+        for loose in offered[i + 1 :]:
+            assert on_grid <= loose
+    assert len(offered[-1]) > len(offered[0])  # a looser target does widen the choice
+
+
+def test_the_chatbots_looser_tpot_never_costs_more():
+    # found on 2026-12-03: chatbot-8b cost 5.57 $/h at a 120 ms TPOT, 5.16 $/h at 72.2 ms,
+    # when the points were built from each target alone
+    data = yaml.safe_load((INSTANCES / "chatbot-8b.yaml").read_text())
+    costs = []
+    for tpot in (72.2, 120.0):
+        data["workloads"][0]["slo"]["tpot_ms"] = tpot
+        costs.append(plan_fleet(parse_instance(data)).cost_per_hour)
+    assert costs[1] <= costs[0] * (1 + 1e-4)
 
 
 def test_a_measured_mean_tpot_bounds_the_mean_step():

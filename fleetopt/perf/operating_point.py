@@ -142,7 +142,7 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
     if op.does_prefill:  # a mean step of at most τ: at least 1/τ chunks per second
         caps[PREFILL] = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
     if op.does_decode:  # the mean step: a colocated replica's prompts are in `usage`
-        left = tau - replica.fixed_s - replica.weight_read_s
+        left = tau - replica.floor_s
         kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
         if left <= 0 or kv_tokens <= 0:
             return {}
@@ -150,7 +150,7 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
         if op.role == "colocated" and op.longest_step_s is not None:
             # the decode batch of the mean step, with a full chunk, within the longest step
             # (the TPOT the point states: `chunk_step_s`)
-            longest = chunk_step_s(replica, op) - replica.fixed_s - replica.weight_read_s
+            longest = chunk_step_s(replica, op) - replica.floor_s
             longest -= chunk_extra_s(replica, chunk)
             if longest <= 0:
                 return {}
@@ -167,7 +167,7 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
 def capacity_gap(replica: Replica, op: OperatingPoint) -> str:
     """Why a point has no capacity (`capacity` is empty), in words."""
     ms = 1e3
-    floor = replica.fixed_s + replica.weight_read_s
+    floor = replica.floor_s
     if op.longest_step_s is not None and op.role == "colocated":
         full = floor + chunk_extra_s(replica, op.chunk_tokens)
         if full >= op.longest_step_s:
@@ -307,9 +307,9 @@ def throughput_step_s(
         chunk_s = replica.chunk_compute_s(chunk_tokens)
         alpha = min(alpha, limits.max_prefill_utilization * chunk_s / use[PREFILL])
         if longest_step_s is not None:
-            left = longest_step_s - replica.fixed_s - replica.weight_read_s
+            left = longest_step_s - replica.floor_s
             alpha = min(alpha, (left - chunk_extra_s(replica, chunk_tokens)) / use[LONGEST_STEP])
-    return replica.fixed_s + replica.weight_read_s + alpha * use[DECODE_STEP]
+    return replica.floor_s + alpha * use[DECODE_STEP]
 
 
 def prefill_service_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float:

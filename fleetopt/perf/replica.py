@@ -127,6 +127,11 @@ class Replica:
         """Time to stream the weights once: the floor of every step."""
         return self.weight_bytes / self.bytes_per_s
 
+    @property
+    def floor_s(self) -> float:
+        """What every decode step takes before its batch: the fixed time and the weight read."""
+        return self.fixed_s + self.weight_read_s
+
     @cached_property
     def kv_read_s_per_token(self) -> float:
         return self.kv_footprint_per_token / self.bytes_per_s

@@ -41,15 +41,17 @@ class Throughput:
 TTFT_SHARES = (0.8, 0.5, 0.25)
 """A colocated point may spend these shares of a class's TTFT on prefill steps; the rest is
 left for queueing. Shorter steps leave more time to queue but carry less decode."""
-SHORTER_STEPS = (1.0, 0.8, 0.64, 0.5)
-"""Steps below the best one are offered too: a shorter step runs more prefill chunks per second
-and leaves more of the TTFT to queue, which a prefill-heavy class may need more than decode."""
+SHORTER_STEPS = (1.0, 0.8)
+"""A step below the best one is offered too: a shorter step runs more prefill chunks per second
+and leaves more of the TTFT to queue, which a prefill-heavy class may need more than decode.
+(0.64 and 0.5 of it were offered as well until 2026-12-03; with every longest-step budget on
+the grid they made no measured plan cheaper and the solves 2–5× slower: docs/benchmarks.md.)"""
 
 
 STEP_GRID = 1.1
-"""The shorter steps are rounded down to powers of 1.1 ms (the class's own best step stays
-exact). A shorter step meets every target the exact one meets, and classes with nearby targets
-then share points instead of multiplying them."""
+"""Longest-step budgets and the shorter steps are rounded down to powers of 1.1 ms (the best
+step at each budget stays exact). A shorter step meets every target the exact one meets, and
+classes with nearby targets then share points instead of multiplying them."""
 
 
 def snap_down(step_s: float) -> float:
@@ -61,45 +63,84 @@ def snap_down(step_s: float) -> float:
 def candidate_points(
     replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
 ) -> list[OperatingPoint]:
-    """Prefill: one point per chunk. Decode / colocated: per chunk, the (mean) step of the
-    class's best throughput cut to its TPOT target; colocated, also shorter steps
-    (SHORTER_STEPS) and the steps whose chunk steps spend a share of its TTFT on the prompt
-    (TTFT_SHARES), on the STEP_GRID."""
+    """Prefill: one point per chunk. Decode: the step of the class's best throughput cut to its
+    TPOT target. Colocated, per chunk: every longest-step budget of `held_budgets`, each with
+    the steps of `colocated_steps`."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
-    points = []
-    for chunk in [0] if role == "decode" else sorted(set(chunks)):
-        # colocated, the TPOT is held by the longest step, the one with a full chunk
-        longest = None
-        if shape.tpot_s is not None:
-            longest = shape.tpot_s / tpot_per_step(role, shape)
-        held = longest if role == "colocated" and not shape.mean_tpot else None
-        step = throughput_step_s(replica, role, chunk, shape, limits, held)
+    longest = None if shape.tpot_s is None else shape.tpot_s / tpot_per_step(role, shape)
+    if role == "decode":
+        step = throughput_step_s(replica, role, 0, shape, limits)
         if longest is not None:
             step = min(step, longest)
-        if step <= 0:  # nothing fits: a point that carries nothing says why (`capacity_gap`)
-            points.append(OperatingPoint(role, longest or replica.fixed_s, chunk, held))
-            continue
-        shorter = {step * f for f in SHORTER_STEPS[1:]} if role == "colocated" else set()
-        if role == "colocated" and shape.ttft_s is not None:
-            # the mean step whose chunk steps (at most step + the chunk's time) spend the share
-            steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
-            extra = chunk_extra_s(replica, chunk)
-            for share in TTFT_SHARES:
-                budget = share * shape.ttft_s / steps
-                if held is None or held > budget:
-                    shorter.add(min(step, budget - extra))
-        candidates = {step} | {snap_down(s) for s in shorter if s > 0}
-        points += [OperatingPoint(role, s, chunk, held) for s in sorted(candidates)]
-        if role == "colocated" and shape.ttft_s is not None:
-            # or hold the chunk steps themselves to the share: a TPOT tighter than the class's
-            # buys its TTFT, as a tighter class's point would
-            for share in TTFT_SHARES:
-                budget = snap_down(share * shape.ttft_s / steps)
-                if held is None or budget < held:
-                    fitting = throughput_step_s(replica, role, chunk, shape, limits, budget)
-                    points.append(OperatingPoint(role, min(fitting, budget), chunk, budget))
-    return points
+        return [OperatingPoint(role, step if step > 0 else (longest or replica.fixed_s), 0)]
+    return [
+        op
+        for chunk in sorted(set(chunks))
+        for held in held_budgets(replica, chunk, shape, limits)
+        for op in colocated_steps(replica, chunk, shape, limits, held)
+    ]
+
+
+def held_budgets(
+    replica: Replica, chunk: int, shape: RequestShape, limits: Limits
+) -> list[float | None]:
+    """The longest-step budgets of a colocated point for this class: its TPOT (None where the
+    TPOT is held on the mean step, or there is none), and every grid budget below that, down
+    to the one whose chunk steps spend the least of TTFT_SHARES of the TTFT on the prompt.
+
+    A budget below the class's TPOT shortens the chunk steps a prompt waits through, buying
+    TTFT with decode batch, as a stricter class's point would. Nothing here but the top budget
+    depends on the TPOT, so the grid points of a tighter TPOT are a subset of a looser one's:
+    only a tighter target's own budget, off the grid, is not offered to the looser one, which
+    has the grid budget just below it (at most 1/1.1 tighter). Budgets that leave no room
+    beside a full chunk, or at or above the chunk step the unheld best step gives anyway,
+    would change nothing and are left out."""
+    own = None
+    if shape.tpot_s is not None and not shape.mean_tpot:
+        own = shape.tpot_s / tpot_per_step("colocated", shape)
+    if shape.ttft_s is None:
+        return [own]
+    extra = chunk_extra_s(replica, chunk)
+    top = throughput_step_s(replica, "colocated", chunk, shape, limits) + extra
+    steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
+    bottom = max(
+        snap_down(min(TTFT_SHARES) * shape.ttft_s / steps), replica.floor_s + extra * (1 + 1e-9)
+    )
+    below = []
+    budget = snap_down(top if own is None else min(top, own))
+    if own is not None and budget >= own * (1 - 1e-9):
+        budget /= STEP_GRID  # an own budget on the grid is offered once
+    while budget >= bottom * (1 - 1e-9):
+        below.append(budget)
+        budget /= STEP_GRID
+    return [own, *below]
+
+
+def colocated_steps(
+    replica: Replica, chunk: int, shape: RequestShape, limits: Limits, held: float | None
+) -> list[OperatingPoint]:
+    """At one longest-step budget: the mean step of the class's best throughput (no longer than
+    the budget), the SHORTER_STEPS of it, and the steps whose chunk steps spend a share of its
+    TTFT on the prompt (TTFT_SHARES); the shorter ones on the STEP_GRID."""
+    role = "colocated"
+    step = throughput_step_s(replica, role, chunk, shape, limits, held)
+    if held is not None:
+        step = min(step, held)
+    if shape.mean_tpot and shape.tpot_s is not None:  # the TPOT is held on the mean step
+        step = min(step, shape.tpot_s)
+    if step <= 0:  # nothing fits: a point that carries nothing says why (`capacity_gap`)
+        return [OperatingPoint(role, held or replica.fixed_s, chunk, held)]
+    shorter = {step * f for f in SHORTER_STEPS[1:]}
+    if shape.ttft_s is not None:
+        steps = replica.chunked_prefill_steps(shape.input_tail, chunk)
+        extra = chunk_extra_s(replica, chunk)
+        for share in TTFT_SHARES:
+            budget = share * shape.ttft_s / steps
+            if held is None or held > budget:
+                shorter.add(min(step, budget - extra))
+    candidates = {step} | {snap_down(s) for s in shorter if s > 0}
+    return [OperatingPoint(role, s, chunk, held) for s in sorted(candidates)]
 
 
 def best_throughput(
