@@ -189,14 +189,15 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
     use: dict[str, float] = {}
     comm = replica.allreduce_s_per_token
     if op.does_prefill:
-        use[PREFILL] = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
+        use[PREFILL] = replica.prompt_compute_s(shape.input_mean)
     if op.does_decode:
         ctx = shape.decode_context
         out = shape.output_mean
+        batch = out * (replica.decode_s_per_token(ctx) + comm)
         prompt = use[PREFILL] + shape.input_mean * comm if op.role == "colocated" else 0.0
-        use[DECODE_STEP] = out * (replica.decode_s_per_token(ctx) + comm) + prompt
+        use[DECODE_STEP] = batch + prompt
         if op.longest_step_s is not None:
-            use[LONGEST_STEP] = out * (replica.decode_s_per_token(ctx) + comm)
+            use[LONGEST_STEP] = batch
         use[BATCH] = out * op.step_s
         use[KV] = out * op.step_s * ctx
     if op.role == "prefill":
@@ -315,7 +316,7 @@ def throughput_step_s(
 def prefill_service_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float:
     """Mean time a prompt of the class occupies a replica's prefill capacity (one chunk of
     compute R per chunk step)."""
-    prefill = shape.input_mean * replica.prefill_s_per_token(shape.input_mean)
+    prefill = replica.prompt_compute_s(shape.input_mean)
     return prefill * chunk_step_s(replica, op) / replica.chunk_compute_s(op.chunk_tokens)
 
 

@@ -175,6 +175,10 @@ class Replica:
         """Compute time per prompt token, attention included (causal: mean context L/2)."""
         return self.linear_s_per_token + self.attention_s_per_pair * prompt_tokens / 2
 
+    def prompt_compute_s(self, prompt_tokens: float) -> float:
+        """Compute time of a whole prompt, attention included."""
+        return prompt_tokens * self.prefill_s_per_token(prompt_tokens)
+
     @cached_property
     def context_s_per_token(self) -> float:
         """Decode attention time per context token: its own kernel after the matmuls, bound by
@@ -217,7 +221,7 @@ class Replica:
         """Time to prefill one prompt alone, in one step."""
         return self.step_s(
             prefill_tokens=prompt_tokens,
-            prefill_compute_s=prompt_tokens * self.prefill_s_per_token(prompt_tokens),
+            prefill_compute_s=self.prompt_compute_s(prompt_tokens),
         )
 
     def chunk_compute_s(self, chunk_tokens: int) -> float:
@@ -228,7 +232,7 @@ class Replica:
         """Steps a prompt takes when each step gives it the chunk's compute time, and no fewer
         than its chunks (the roofline's prompt time alone ensures that; measured curves not)."""
         per_step = self.chunk_compute_s(chunk_tokens)
-        need = prompt_tokens * self.prefill_s_per_token(prompt_tokens) / per_step
+        need = self.prompt_compute_s(prompt_tokens) / per_step
         return max(1, math.ceil(need), math.ceil(prompt_tokens / chunk_tokens))
 
     def kv_transfer_s(self, prompt_tokens: float) -> float:

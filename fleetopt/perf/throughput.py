@@ -68,8 +68,8 @@ def candidate_points(
     the steps of `colocated_steps`."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
-    longest = None if shape.tpot_s is None else shape.tpot_s / tpot_per_step(role, shape)
     if role == "decode":
+        longest = None if shape.tpot_s is None else shape.tpot_s / tpot_per_step(role, shape)
         step = throughput_step_s(replica, role, 0, shape, limits)
         if longest is not None:
             step = min(step, longest)
