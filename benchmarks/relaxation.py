@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import time
 
-import pyomo.environ as pyo
-from pyomo.contrib.solver.common.factory import SolverFactory
+import highspy
+import pyomo.core as pyo
 
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
+from fleetopt.handoff import hand_off
 from fleetopt.instance import load_instance
 from fleetopt.pipeline import program_data
 
@@ -54,19 +55,16 @@ def main() -> None:
     for label, families in RELAXED.items():
         model = build_model(data)  # the whole program as one model
         relax(model, families)
-        solver = SolverFactory("highs")
         start = time.perf_counter()
-        result = solver.solve(
-            model,
-            rel_gap=1e-4,
-            threads=1,
-            load_solutions=False,
-            raise_exception_on_nonoptimal_result=False,
-            solver_options={"random_seed": 0, "output_flag": False, **options},
-        )
+        highs = hand_off(model).highs
+        for key, value in {"mip_rel_gap": 1e-4, "threads": 1, "random_seed": 0, **options}.items():
+            highs.setOptionValue(key, value)
+        highspy.Highs.resetGlobalScheduler(True)
+        highs.run()
         seconds = time.perf_counter() - start
-        bound = result.objective_bound
-        nodes = max(0, solver._solver_model.getInfo().mip_node_count)
+        info = highs.getInfo()
+        bound = info.mip_dual_bound if info.mip_node_count >= 0 else info.objective_function_value
+        nodes = max(0, info.mip_node_count)
         print(f"{label:42} {bound:10.3f} {seconds:8.2f} {nodes:6d}")
 
 

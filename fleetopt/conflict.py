@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.core.base.constraint import ConstraintData
 
 from fleetopt.formulation.data import ProgramData

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from fleetopt.configs import Config, RequestClass
 from fleetopt.formulation.data import ProgramData

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.common.gc_manager import PauseGC
 
 from fleetopt.catalog import Resolved, resolve
@@ -267,6 +267,8 @@ def solve_block(block: Block, options: SolveOptions) -> SolvedBlock:
     outcome = run_highs(model, _less_time(options, began), incumbent_start(presolved, model))
     if incumbent is not None and _no_better(outcome, incumbent.outcome):
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
+    if outcome.status == "feasible":  # stopped early: HiGHS's bound may not have passed the LP's
+        outcome = _bounded(outcome, presolved.lower_bound)
     return SolvedBlock(reduced, model, outcome, presolve_seconds, build)
 
 
@@ -282,9 +284,9 @@ def _incumbent_answer(
     incumbent = presolved.incumbent
     bounds = [presolved.lower_bound, None if outcome is None else outcome.bound]
     bound = max((b for b in bounds if b is not None), default=None)
-    upper = incumbent.outcome.objective
-    gap = None if bound is None else abs(upper - bound) / max(abs(upper), 1e-12)
-    answer = dataclasses.replace(incumbent.outcome, status="feasible", bound=bound, gap=gap)
+    # The restricted program's own bound and gap are not the block's.
+    unbounded = dataclasses.replace(incumbent.outcome, status="feasible", bound=None, gap=None)
+    answer = _bounded(unbounded, bound)
     if outcome is not None:
         answer = dataclasses.replace(
             answer,
@@ -300,6 +302,15 @@ def _incumbent_answer(
         presolve_seconds,
         build_seconds,
     )
+
+
+def _bounded(outcome: Outcome, bound: float | None) -> Outcome:
+    """The outcome with `bound` where it proves more than the outcome's own, and its gap."""
+    if bound is None or (outcome.bound is not None and outcome.bound >= bound):
+        return outcome
+    upper = outcome.objective
+    gap = abs(upper - bound) / max(abs(upper), 1e-12)
+    return dataclasses.replace(outcome, bound=bound, gap=gap)
 
 
 def _less_time(options: SolveOptions, began: float) -> SolveOptions:

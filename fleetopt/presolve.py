@@ -31,7 +31,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.common.collections import ComponentMap
 
 from fleetopt.formulation import build_model

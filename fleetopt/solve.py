@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 import os
 import signal
 import threading
@@ -13,14 +13,13 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.common.collections import ComponentMap
-from pyomo.contrib.solver.common.factory import SolverFactory
-from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.core.base.constraint import ConstraintData
 from pyomo.core.base.var import VarData
 
 from fleetopt.errors import Interrupted
+from fleetopt.handoff import INF, hand_off
 
 
 def default_jobs() -> int:
@@ -52,7 +51,7 @@ class Outcome:
     interrupted: bool = False
     """Ctrl-C stopped the solve: the incumbent is returned as `feasible` with its gap."""
     highs_seconds: float | None = None
-    """HiGHS's own run time; `seconds` less this is Pyomo handing the model over."""
+    """HiGHS's own run time; `seconds` less this is the model handed over and back."""
 
 
 MIP_SEARCH = {
@@ -68,6 +67,10 @@ without raising the bound. Without them the same plans are proved 1.5-3x sooner
 (docs/benchmarks.md)."""
 
 
+FEASIBLE = 2
+"""HiGHS's `primal_solution_status` of a feasible point (0: none, 1: infeasible)."""
+
+
 def run_highs(
     model: pyo.ConcreteModel, options: SolveOptions, start: Mapping[VarData, float] | None = None
 ) -> Outcome:
@@ -76,57 +79,39 @@ def run_highs(
     `start` gives values of some integer variables of a known plan: HiGHS completes it (a MIP
     over the rest) and starts from it, so its answer is never dearer than that plan; without
     it, a solve stopped at the gap may return a plan dearer than one already in hand."""
-    solver = SolverFactory("highs")
+    began = time.perf_counter()
+    loaded = hand_off(model)
+    highs = loaded.highs
+    _configure(highs, options, {"mip_rel_gap": options.mip_gap, **MIP_SEARCH})
     if start:
-        _set_start(solver, model, start)
-    kwargs = {
-        "tee": options.verbose,
-        "rel_gap": options.mip_gap,
-        "load_solutions": False,
-        "raise_exception_on_nonoptimal_result": False,
-        "solver_options": {
-            "random_seed": options.seed,
-            "output_flag": options.verbose,
-            **MIP_SEARCH,
-        },
-    }
-    if options.time_limit is not None:
-        kwargs["time_limit"] = options.time_limit
-    kwargs["threads"] = options.threads
-    # HiGHS keeps one thread scheduler per process; a solve asking for another thread count
-    # than the last one fails unless the scheduler is reset first.
-    highspy.Highs.resetGlobalScheduler(True)
-    start = time.perf_counter()
-    with _cancel_on_interrupt(solver) as interrupted:
-        result = solver.solve(model, **kwargs)
-    seconds = time.perf_counter() - start
-    term = result.termination_condition
-    if term in (TerminationCondition.provenInfeasible, TerminationCondition.infeasibleOrUnbounded):
-        return Outcome("infeasible", None, None, None, seconds)
-    if result.solution_status not in (SolutionStatus.optimal, SolutionStatus.feasible):
+        values = np.array(list(start.values()), dtype=float)
+        highs.setSolution(len(values), loaded.column_index(start), values)
+    ran, interrupted = _run(highs)
+    status, info = highs.getModelStatus(), highs.getInfo()
+    proven = status == highspy.HighsModelStatus.kOptimal
+    if info.mip_node_count >= 0:  # a MIP (-1: no integer variables, an LP)
+        bound, gap = _finite(info.mip_dual_bound), _finite(info.mip_gap)
+    else:
+        bound, gap = (info.objective_function_value, 0.0) if proven else (None, None)
+    if status in (
+        highspy.HighsModelStatus.kInfeasible,
+        highspy.HighsModelStatus.kUnboundedOrInfeasible,
+    ):
+        return Outcome("infeasible", None, None, None, time.perf_counter() - began)
+    if info.primal_solution_status != FEASIBLE:
         if interrupted:
             raise Interrupted("interrupted before the solver found any plan")
-        return Outcome("no_solution", None, result.objective_bound, None, seconds)
-    result.solution_loader.load_vars()
-    gap = _native_gap(solver)
-    proven = term == TerminationCondition.convergenceCriteriaSatisfied
+        return Outcome("no_solution", None, bound, None, time.perf_counter() - began)
+    loaded.load_values()
     return Outcome(
         "optimal" if proven else "feasible",
-        result.incumbent_objective,
-        result.objective_bound,
+        info.objective_function_value,
+        bound,
         gap,
-        seconds,
+        time.perf_counter() - began,
         bool(interrupted),
-        result.timing_info.highs_time,
+        ran,
     )
-
-
-def _set_start(solver, model: pyo.ConcreteModel, start: Mapping[VarData, float]) -> None:
-    solver.set_instance(model)  # the solve that follows finds it loaded and only updates it
-    columns = solver._pyomo_var_to_solver_var_map
-    index = np.array([columns[id(var)] for var in start], dtype=np.int32)
-    values = np.array([start[var] for var in start], dtype=float)
-    solver._solver_model.setSolution(len(index), index, values)
 
 
 @dataclass(frozen=True)
@@ -138,43 +123,54 @@ class Relaxation:
 
 def solve_relaxation(model: pyo.ConcreteModel, options: SolveOptions) -> Relaxation | None:
     """Solve a model without integer variables; None if it is infeasible or HiGHS gives up.
-    Ctrl-C stops it with Interrupted: an LP has no incumbent to keep."""
-    solver = SolverFactory("highs")
-    kwargs = {
-        "load_solutions": False,
-        "raise_exception_on_nonoptimal_result": False,
-        "threads": options.threads,
-        # The default dual simplex: its reduced costs prove 2-5x more configs out than the
-        # primal simplex's or the interior point's, which solve these LPs faster
-        # (docs/benchmarks.md).
-        "solver_options": {"random_seed": options.seed, "output_flag": False},
-    }
-    if options.time_limit is not None:
-        kwargs["time_limit"] = options.time_limit
-    highspy.Highs.resetGlobalScheduler(True)
-    with _cancel_on_interrupt(solver) as interrupted:
-        result = solver.solve(model, **kwargs)
+    Ctrl-C stops it with Interrupted: an LP has no incumbent to keep.
+
+    The default dual simplex: its reduced costs prove 2-5x more configs out than the primal
+    simplex's or the interior point's, which solve these LPs faster (docs/benchmarks.md)."""
+    loaded = hand_off(model)
+    highs = loaded.highs
+    _configure(highs, dataclasses.replace(options, verbose=False), {})
+    _, interrupted = _run(highs)
     if interrupted:
         raise Interrupted("interrupted before the solver found any plan")
-    if result.termination_condition != TerminationCondition.convergenceCriteriaSatisfied:
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
-    result.solution_loader.load_vars()
-    return Relaxation(result.incumbent_objective, result.solution_loader.get_reduced_costs())
+    loaded.load_values()
+    reduced = ComponentMap(zip(loaded.columns, highs.getSolution().col_dual, strict=True))
+    return Relaxation(highs.getInfo().objective_function_value, reduced)
 
 
-class _QuietInterrupt(logging.Filter):
-    """Pyomo 6.10 maps no HiGHS status for an interrupted solve and warns of it; run_highs
-    handles it (the solution status still says whether there is an incumbent)."""
+def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None:
+    settings = {
+        "output_flag": options.verbose,
+        "random_seed": options.seed,
+        "threads": options.threads,
+        **extra,
+    }
+    if options.time_limit is not None:
+        settings["time_limit"] = float(options.time_limit)
+    for name, value in settings.items():
+        highs.setOptionValue(name, value)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "kInterrupt" not in record.getMessage()
+
+def _run(highs: highspy.Highs) -> tuple[float, list[int]]:
+    """HiGHS's run, with Ctrl-C asking it to stop: its seconds and the signals received."""
+    # HiGHS keeps one thread scheduler per process; a solve asking for another thread count
+    # than the last one fails unless the scheduler is reset first.
+    highspy.Highs.resetGlobalScheduler(True)
+    began = time.perf_counter()
+    with _cancel_on_interrupt(highs) as interrupted:
+        highs.run()
+    return time.perf_counter() - began, interrupted
 
 
-logging.getLogger("pyomo.contrib.solver.solvers.highs").addFilter(_QuietInterrupt())
+def _finite(value: float) -> float | None:
+    """None for HiGHS's infinity (no bound or gap known)."""
+    return value if abs(value) < INF else None
 
 
 @contextmanager
-def _cancel_on_interrupt(solver) -> Iterator[list[int]]:
+def _cancel_on_interrupt(highs: highspy.Highs) -> Iterator[list[int]]:
     """Ctrl-C during the solve asks HiGHS to stop at its next callback, keeping its incumbent,
     instead of raising KeyboardInterrupt through the C++ solve (which loses it). Yields the
     signals received. Signal handlers can only be set from the main thread; elsewhere (sweep
@@ -186,24 +182,16 @@ def _cancel_on_interrupt(solver) -> Iterator[list[int]]:
 
     def cancel(signum, _frame) -> None:
         received.append(signum)
-        highs = getattr(solver, "_solver_model", None)
-        if highs is None:  # HiGHS has not started: nothing to keep
-            raise KeyboardInterrupt
         highs.cancelSolve()
 
+    # HiGHS's interrupt callbacks call into Python, where the handler runs, and stop the solve
+    # once cancelSolve has been asked for.
+    highs.HandleUserInterrupt = True
     previous = signal.signal(signal.SIGINT, cancel)
     try:
         yield received
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _native_gap(solver) -> float | None:
-    highs = getattr(solver, "_solver_model", None)
-    if highs is None:
-        return None
-    gap = highs.getInfo().mip_gap
-    return gap if gap < 1e30 else None
 
 
 @dataclass(frozen=True)
@@ -221,11 +209,11 @@ def irreducible_conflict(model: pyo.ConcreteModel) -> Conflict:
 
     The default IIS strategy returned an empty set on real conflicts (../shared/SOLVER-NOTES.md),
     so this asks for the irreducible one."""
-    solver, highs = _loaded(model)
+    loaded = hand_off(model)
+    highs = loaded.highs
     highs.setOptionValue("iis_strategy", int(highspy.IisStrategy.kIisStrategyIrreducible))
     _, iis = highs.getIis()
-    rows = solver._solver_con_to_pyomo_con_map
-    return Conflict([rows[i] for i in iis.row_index_], bool(iis.valid_))
+    return Conflict([loaded.rows[i] for i in iis.row_index_], bool(iis.valid_))
 
 
 def relax_rows(
@@ -234,26 +222,15 @@ def relax_rows(
     """HiGHS's feasibility relaxation: the least penalty-weighted excess over their upper bounds
     of the given `≤` rows that makes the model feasible, every other row and bound held.
     Returns each row's excess, or None when relaxing these rows cannot restore feasibility."""
-    solver, highs = _loaded(model)
-    index = solver._pyomo_con_to_solver_con_map
+    loaded = hand_off(model)
+    highs = loaded.highs
+    index = dict(zip(penalties, loaded.row_index(penalties), strict=True))
     penalty = np.full(highs.getNumRow(), -1.0)  # negative: the row may not be relaxed
     for con, weight in penalties.items():
         penalty[index[con]] = weight
-    highs.setOptionValue("random_seed", options.seed)
-    highs.setOptionValue("threads", options.threads)
-    if options.time_limit is not None:
-        highs.setOptionValue("time_limit", options.time_limit)
+    _configure(highs, dataclasses.replace(options, verbose=False), {})
     highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
     if not highs.getSolution().value_valid:
         return None
     values, upper = highs.getSolution().row_value, highs.getLp().row_upper_
     return {con: max(0.0, values[index[con]] - upper[index[con]]) for con in penalties}
-
-
-def _loaded(model: pyo.ConcreteModel):
-    """A HiGHS object holding the model, quiet, and the Pyomo solver that maps its rows."""
-    solver = SolverFactory("highs")
-    solver.set_instance(model)
-    highs = solver._solver_model
-    highs.setOptionValue("output_flag", False)
-    return solver, highs

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from fleetopt.solve import SolveOptions, run_highs
 

@@ -12,6 +12,8 @@ from fleetopt.perf.queueing import (
     PoolCurve,
     max_load,
     pool_curve,
+    pool_load,
+    wait_tail,
 )
 
 CASES = [(w, tail, u) for w in (0.1, 1.0, 3.0, 10.0) for tail in (0.01, 0.1) for u in (0.9, 0.95)]
@@ -47,6 +49,17 @@ def test_expansion_is_the_shortest_within_one_percent(w, tail, u):
         shorter.load(n) < g * (1 - LINEAR_WITHIN) or shorter.load(n) > g * (1 + 1e-9)
         for n, g in enumerate(exact, start=1)
     )
+
+
+@pytest.mark.parametrize(("w", "tail"), [(w, tail) for w, tail, _ in CASES[::2]] + [(0.02, 0.001)])
+def test_pool_loads_from_warm_brackets_are_erlang_c_roots(w, tail):
+    """f(n) grown from the last two values' bracket is the same root as from [0, n]: feasible
+    (the wait tail within `tail`) and within 1e-9 of the cold search, for every n."""
+    queue = (w, tail, 1.0)
+    for n in range(1, 2 * MAX_EXPANSION):
+        warm, cold = pool_load(n, queue), max_load(n, *queue)
+        assert warm == pytest.approx(cold, rel=1e-9, abs=1e-12), n
+        assert wait_tail(n, warm, w) <= tail * (1 + 1e-9), n
 
 
 def test_a_replica_at_the_ceiling_needs_no_expansion():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 import pytest
 
 from fleetopt.catalog import resolve

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
 from fleetopt.formulation.tiers import period_cost

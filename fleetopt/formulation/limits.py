@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
 from fleetopt.formulation.rows import add_rows, linear

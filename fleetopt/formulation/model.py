@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from fleetopt.formulation.coverage import add_coverage
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData

@@ -7,7 +7,7 @@ Pyomo never walks a Python sum of terms and hands a ready linear form to HiGHS
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.core.expr.numeric_expr import LinearExpression
 
 
