@@ -21,6 +21,7 @@ from fleetopt.command_support import (
     progress,
     solver_options,
 )
+from fleetopt.dtypes import DTYPES
 from fleetopt.errors import InputError
 
 FEATURE_COMMANDS = {
@@ -173,12 +174,8 @@ def validate(instance_file) -> None:
 )
 @click.option("--input-tokens", type=click.FloatRange(min=1), required=True, help="Prompt length.")
 @click.option("--output-tokens", type=click.FloatRange(min=1), required=True, help="Output length.")
-@click.option(
-    "--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True
-)
-@click.option(
-    "--kv-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True
-)
+@click.option("--weight-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True)
+@click.option("--kv-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True)
 @click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), help="TTFT limit.")
 @click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), help="TPOT limit.")
 @click.option(

@@ -22,9 +22,10 @@ from pydantic import (
     model_validator,
 )
 
+from fleetopt.dtypes import DTYPES
 from fleetopt.errors import InputError
 
-Dtype = Literal["bf16", "fp8", "int4"]
+Dtype = Literal[DTYPES]
 Role = Literal["colocated", "prefill", "decode"]
 Mode = Literal["colocated", "disaggregated"]
 Positive = Annotated[float, Field(gt=0)]
@@ -104,7 +105,10 @@ class Efficiency(Strict):
     to measured serving throughput (docs/cost-model.md); calibrate them to your engine."""
 
     compute: float = Field(gt=0, le=1)
-    """Share of peak tensor FLOP/s reached by prefill and decode matmuls."""
+    """Share of peak tensor FLOP/s reached by prefill and decode matmuls (BF16 or FP8)."""
+    fp4_compute: float | None = Field(None, gt=0, le=1)
+    """The same for NVFP4 matmuls on FP4 tensor cores, which reach a smaller share of their
+    (twice as high) peak; None: the fitted default's (docs/cost-model.md)."""
     memory: float = Field(gt=0, le=1)
     """Share of peak HBM bandwidth reached when streaming weights and KV cache."""
     interconnect: float = Field(gt=0, le=1)
@@ -134,6 +138,8 @@ class GpuSpec(Strict):
     """Dense FP8 tensor TFLOP/s; null where the GPU has no FP8 tensor cores."""
     int8_tflops: Positive | None = None
     """Dense INT8 tensor TOP/s; null where unknown."""
+    fp4_tflops: Positive | None = None
+    """Dense FP4 tensor TFLOP/s; null where the GPU has no FP4 tensor cores (before Blackwell)."""
     interconnect: Literal["nvlink", "pcie", "infinity-fabric"]
     """Scale-up fabric joining the GPUs of one tensor-parallel replica."""
     interconnect_gb_s: Positive
@@ -220,7 +226,8 @@ class ModelChoice(Strict):
     name: str
     """Catalog key, or a new name whose architecture is given in `spec`."""
     weight_dtype: Dtype = "bf16"
-    """Format of the weights: bf16, fp8 (FP8 compute where the GPU has it) or int4 (W4A16)."""
+    """Format of the weights: bf16, fp8 (FP8 compute where the GPU has it), int4 (W4A16) or
+    fp4 (NVFP4: FP4 compute where the GPU has it, else W4A16)."""
     kv_dtype: Dtype = "bf16"
     """Format of the KV cache."""
     spec: dict | None = None

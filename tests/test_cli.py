@@ -91,7 +91,7 @@ BAD_INPUTS = {
         ["workloads", "missing"],
     ),
     "bad-dtype": (
-        _edit(models=[{"name": "llama-3.1-8b", "weight_dtype": "fp4"}]),
+        _edit(models=[{"name": "llama-3.1-8b", "weight_dtype": "fp6"}]),
         ["models[llama-3.1-8b].weight_dtype"],
     ),
     "bad-mode": (_edit(serving={"modes": ["pipelined"]}), ["serving.modes"]),

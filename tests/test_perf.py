@@ -14,6 +14,7 @@ from fleetopt.cli import main
 from fleetopt.instance import GpuChoice, ModelChoice
 from fleetopt.perf.efficiency import DEFAULT, efficiency_for
 from fleetopt.perf.replica import Replica, kv_bytes_per_token
+from tests.helpers import analytic_instance, solve
 
 
 def model(name: str, weight: str = "bf16", kv: str = "bf16", **spec):
@@ -33,7 +34,9 @@ def replica(m: str, g: str, tp: int = 1, weight: str = "bf16", kv: str = "bf16")
 # --- memory ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("dtype", "bytes_per_param"), [("bf16", 2), ("fp8", 1), ("int4", 0.5)])
+@pytest.mark.parametrize(
+    ("dtype", "bytes_per_param"), [("bf16", 2), ("fp8", 1), ("int4", 0.5), ("fp4", 4.5 / 8)]
+)
 def test_weight_bytes_per_dtype(dtype, bytes_per_param):
     # llama-3.1-8b: 8.03 B parameters
     r = replica("llama-3.1-8b", "h100-sxm", weight=dtype)
@@ -123,6 +126,29 @@ def test_flops_per_dtype():
     )
     # tp multiplies the replica's rate
     assert replica("llama-3.1-8b", "h100-sxm", 4).flops_per_s == pytest.approx(4 * 989e12 * eff)
+
+
+def test_fp4_runs_on_fp4_tensor_cores_where_there_are_any_else_weight_only():
+    """NVFP4 on a B200: its FP4 peak at the FP4 share (eff_c4); on an H100 (no FP4 cores) the
+    BF16 peak at the BF16/FP8 share, as vLLM's Marlin W4A16 kernels run it."""
+    b200 = efficiency_for(gpu("b200"))
+    # b200: 9,000 dense FP4 TFLOP/s (HGX B200 144 PFLOPS sparse / 8 / 2)
+    assert replica("llama-3.1-70b", "b200", weight="fp4").flops_per_s == pytest.approx(
+        9000e12 * b200.fp4_compute
+    )
+    assert replica("llama-3.1-70b", "b200", weight="fp8").flops_per_s == pytest.approx(
+        4500e12 * b200.compute
+    )
+    h100 = efficiency_for(gpu("h100-sxm")).compute
+    assert replica("llama-3.1-70b", "h100-sxm", weight="fp4").flops_per_s == pytest.approx(
+        989e12 * h100
+    )
+
+
+def test_an_unset_fp4_share_is_the_default_one():
+    spec = {"fp4_tflops": 1000.0, "efficiency": {**DEFAULT.model_dump(), "fp4_compute": None}}
+    r = Replica(model("llama-3.1-8b", "fp4"), gpu("h100-sxm", **spec), 1)
+    assert r.flops_per_s == pytest.approx(1000e12 * DEFAULT.fp4_compute)
 
 
 def test_default_efficiency_is_a_share():
@@ -329,3 +355,19 @@ def test_perf_breakdown_sums_to_the_step_with_the_attention_its_kv_read():
     # the parts are the mean step at the point's rate, within its budget (the TPOT's longest
     # step, with a full chunk, may bind first)
     assert sum(parts.values()) <= out["step_ms"] * (1 + 1e-9)
+
+
+def test_an_fp4_fleet_on_b200_solves_verifies_and_costs_less_than_fp8():
+    """NVFP4 weights take 0.56 of FP8's bytes and run at 1.45x its compute on a B200 (fitted
+    shares): the same class needs fewer replicas (2 against 4 here), and the plan passes verify
+    (plan_fleet re-checks it)."""
+
+    def cost(weight: str) -> float:
+        data = analytic_instance(
+            ["b200"], requests_per_s=20, model="llama-3.1-70b", weight_dtype=weight
+        )
+        plan = solve(data)
+        assert plan.status == "optimal" and {p.gpu for p in plan.pools} == {"b200"}
+        return plan.cost_per_hour
+
+    assert cost("fp4") < cost("fp8")

@@ -21,9 +21,10 @@ from fleetopt.calibrate.overlay import write_overlay
 from fleetopt.calibrate.results import Run, read_runs
 from fleetopt.catalog import gpu_catalog
 from fleetopt.command_support import max_num_seqs_option, one_line_errors
+from fleetopt.dtypes import DTYPES
 from fleetopt.perf.efficiency import efficiency_for_spec
 
-DTYPES = click.Choice(["bf16", "fp8", "int4"])
+DTYPE_CHOICE = click.Choice(DTYPES)
 
 
 def observation(run: Run, model: str, gpu: str, tp: int, weight: str, kv: str, seqs: int):
@@ -47,8 +48,8 @@ def observation(run: Run, model: str, gpu: str, tp: int, weight: str, kv: str, s
 @click.option("--model", required=True, help="Catalog model key the benchmark served.")
 @click.option("--gpu", required=True, help="Catalog GPU type the benchmark ran on.")
 @click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel size.")
-@click.option("--weight-dtype", type=DTYPES, default="bf16", show_default=True)
-@click.option("--kv-dtype", type=DTYPES, default="bf16", show_default=True)
+@click.option("--weight-dtype", type=DTYPE_CHOICE, default="bf16", show_default=True)
+@click.option("--kv-dtype", type=DTYPE_CHOICE, default="bf16", show_default=True)
 @max_num_seqs_option("Engine batch limit, for runs that do not state their concurrency.")
 @click.option(
     "-o", "--output", required=True, type=click.Path(dir_okay=False), help="Overlay YAML to write."

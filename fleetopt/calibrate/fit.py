@@ -23,12 +23,14 @@ import statistics
 from collections.abc import Sequence
 
 from fleetopt.calibrate.observation import Observation, relative_error
-from fleetopt.catalog import model_catalog
+from fleetopt.catalog import gpu_catalog, model_catalog
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import factor
+from fleetopt.perf.replica import tensor_cores
 
 GRIDS: dict[str, list[float]] = {
     "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
+    "fp4_compute": [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7],
     "memory": [0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9],
     "step_overhead_ms": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0],
     "interconnect": [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
@@ -46,9 +48,13 @@ def score(observations: Sequence[Observation], efficiency: Efficiency) -> float:
 
 
 def free_factors(observations: Sequence[Observation], moe: bool = False) -> list[str]:
-    """The factors these observations identify."""
-    models = model_catalog()
-    names = list(CORE)
+    """The factors these observations identify: the compute share of the formats they ran in
+    (`compute` for BF16 and FP8 matmuls, `fp4_compute` for FP4 ones)."""
+    models, gpus = model_catalog(), gpu_catalog()
+    fp4 = [tensor_cores(gpus[o.gpu], o.weight_dtype) == "fp4" for o in observations]
+    names = [n for n in CORE if n != "compute" or not all(fp4)]
+    if any(fp4):
+        names.append("fp4_compute")
     types = {o.gpu for o in observations}
     if len(types) == 1 and any(o.tensor_parallel > 1 for o in observations):
         names.append("interconnect")

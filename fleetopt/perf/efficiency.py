@@ -15,6 +15,7 @@ from fleetopt.instance import Efficiency, GpuSpec
 
 DEFAULT = Efficiency(
     compute=0.55,
+    fp4_compute=0.4,
     memory=0.9,
     interconnect=0.7,
     step_overhead_ms=0.5,

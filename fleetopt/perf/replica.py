@@ -24,15 +24,29 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from fleetopt.catalog import Gpu, Model
-from fleetopt.instance import ModelSpec
-from fleetopt.perf.efficiency import efficiency_for, moe_share
+from fleetopt.instance import GpuSpec, ModelSpec
+from fleetopt.perf.efficiency import efficiency_for, factor, moe_share
 
-BYTES_PER_VALUE = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5}
+BYTES_PER_VALUE = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5, "fp4": 0.5625}
+"""Bytes a stored value takes (fleetopt/dtypes.py); NVFP4's 4.5 bits are a 4-bit value and its
+share of a block of 16's FP8 scale (NVIDIA, "Introducing NVFP4", 2025)."""
+
 ACTIVATION_BYTES = 2.0  # all-reduce payloads are bf16 activations
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 12e-6, "pcie": 25e-6}
 """Latency of one small all-reduce (NCCL / custom all-reduce, order of magnitude; docs/cost-model.md)."""
 ACTIVATION_RESERVE_GB = 2.0
 """Per-GPU memory held back for activations, CUDA graphs and the allocator (vLLM profiles ~1-4 GB)."""
+
+
+def tensor_cores(spec: GpuSpec, weight_dtype: str) -> str:
+    """The format a weight format's matmuls run in: FP8 (FP4) weights on FP8 (FP4) tensor
+    cores where the GPU has them; INT4 weights, and FP8 or FP4 ones elsewhere, are dequantised
+    to BF16 (weight-only, as vLLM's Marlin kernels run them)."""
+    if weight_dtype == "fp8" and spec.fp8_tflops is not None:
+        return "fp8"
+    if weight_dtype == "fp4" and spec.fp4_tflops is not None:
+        return "fp4"
+    return "bf16"
 
 
 @dataclass(frozen=True)
@@ -103,13 +117,13 @@ class Replica:
 
     @cached_property
     def flops_per_s(self) -> float:
-        """Achieved FLOP/s of the replica: FP8 tensor cores for FP8 weights where the GPU has
-        them; INT4 weights are dequantised to BF16 (W4A16)."""
-        spec = self.gpu.spec
-        peak = spec.bf16_tflops
-        if self.model.weight_dtype == "fp8" and spec.fp8_tflops is not None:
-            peak = spec.fp8_tflops
-        return self.tp * peak * 1e12 * self.efficiency.compute * self.moe_share
+        """Achieved FLOP/s of the replica at the tensor-core format its weights compute in."""
+        spec, cores = self.gpu.spec, tensor_cores(self.gpu.spec, self.model.weight_dtype)
+        peak = {"bf16": spec.bf16_tflops, "fp8": spec.fp8_tflops, "fp4": spec.fp4_tflops}[cores]
+        share = (
+            factor(self.efficiency, "fp4_compute") if cores == "fp4" else self.efficiency.compute
+        )
+        return self.tp * peak * 1e12 * share * self.moe_share
 
     @cached_property
     def bytes_per_s(self) -> float:
