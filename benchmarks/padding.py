@@ -5,7 +5,9 @@
 For each pool of more than one replica, the plan with one replica fewer is simulated (Poisson at
 the planned rates) and the worst class's margin is printed: the share of its requests that met
 both targets less its percentile. A negative margin means the replica was needed; a positive
-one measures how much the program's queueing margins over-provision. A pool of one replica
+one measures how much the program's queueing margins over-provision — and costs something only
+where the replica's GPUs would stop being paid for, which the last column says (the plan's
+`one_fewer_frees_gpus`: fewer than tp where whole nodes stay bought). A pool of one replica
 cannot lose it without losing its classes' route. The figures go to docs/latency.md.
 """
 
@@ -28,8 +30,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print("| instance | pool | replicas | worst class margin with one fewer |")
-    print("| --- | --- | --- | --- |")
+    print("| instance | pool | replicas | worst class margin with one fewer | GPUs it frees |")
+    print("| --- | --- | --- | --- | --- |")
     for path in sorted(INSTANCES.glob("*.yaml")):
         instance = load_instance(path)
         if instance.profiles:
@@ -39,7 +41,7 @@ def main() -> None:
         for index, pool in enumerate(plan.pools):
             label = f"#{index} {pool.role} {pool.gpu} tp{pool.tensor_parallel}"
             if pool.replicas < 2:
-                print(f"| {instance.name} | {label} | 1 | - (the pool's only replica) |")
+                print(f"| {instance.name} | {label} | 1 | - (the pool's only replica) | - |")
                 continue
             fewer = copy.deepcopy(plan)
             fewer.pools[index].replicas -= 1
@@ -51,8 +53,10 @@ def main() -> None:
                 if w["slo"]
             ]
             worst = f"{min(margins) * 100:+.1f} pp" if margins else "no targets"
+            freed = f"{pool.one_fewer_frees_gpus} of {pool.tensor_parallel}"
             print(
-                f"| {instance.name} | {label} | {pool.replicas} → {pool.replicas - 1} | {worst} |"
+                f"| {instance.name} | {label} | {pool.replicas} → {pool.replicas - 1} | {worst} "
+                f"| {freed} |"
             )
 
 

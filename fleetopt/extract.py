@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pyomo.core as pyo
 
 from fleetopt.configs import Config, RequestClass
-from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.data import GpuMarket, ProgramData
 from fleetopt.formulation.tiers import period_cost
 from fleetopt.perf.operating_point import DECODE_STEP, PREFILL, RESOURCE_LABELS, Limits
 from fleetopt.plan import PeriodPlan, Plan, PoolPlan, Route, WorkloadPlan
@@ -90,6 +91,8 @@ def _period(
     def count(var, g) -> int:
         return round(pyo.value(var[g, t]))
 
+    bought = {g: count(m.gpus, g) for g in m.G}
+    pools = [_one_fewer(pool, pools, bought[pool.gpu], data.gpus) for pool in pools]
     tiered = data.tiers is not None
     return PeriodPlan(
         index=t,
@@ -104,6 +107,16 @@ def _period(
         pools=pools,
         workloads=workloads,
     )
+
+
+def _one_fewer(
+    pool: PoolPlan, pools: list[PoolPlan], bought: int, markets: list[GpuMarket]
+) -> PoolPlan:
+    """The pool with the GPUs one replica fewer would free: the GPUs in service fall to what
+    the other replicas on its GPU type need, rounded up to whole nodes where it is sold so."""
+    node = next(g.gpus_per_node for g in markets if g.name == pool.gpu) or 1
+    used = sum(p.gpus for p in pools if p.gpu == pool.gpu) - pool.tensor_parallel
+    return replace(pool, one_fewer_frees_gpus=max(0, bought - math.ceil(used / node) * node))
 
 
 def _phase(config: Config) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 import pyomo.core as pyo
 from pyomo.core.base.constraint import ConstraintData
 from pyomo.core.base.var import VarData
+from pyomo.repn import generate_standard_repn
 from pyomo.repn.linear import LinearRepnVisitor
 
 INF = highspy.kHighsInf
@@ -51,9 +52,14 @@ class Loaded:
 
 def hand_off(model: pyo.ConcreteModel) -> Loaded:
     """A quiet HiGHS object holding `model` (linear rows and objective; fixed variables enter
-    as constants, as in Pyomo's writers)."""
-    columns = list(model.component_data_objects(pyo.Var, descend_into=True))
-    where = {id(var): j for j, var in enumerate(columns)}
+    as constants, as in Pyomo's writers).
+
+    Columns are numbered in the order the rows first name them, then the objective, then the
+    variables nothing names — Pyomo's persistent interface's order, so HiGHS gets the model it
+    got before, bit for bit (tests/test_handoff.py); its branch and bound depends on the order
+    (docs/benchmarks.md)."""
+    variables = {id(var): var for var in model.component_data_objects(pyo.Var, descend_into=True)}
+    where: dict[int, int] = {}
     visitor = LinearRepnVisitor({})
     rows = list(model.component_data_objects(pyo.Constraint, active=True, descend_into=True))
     starts, index, value = np.zeros(len(rows), dtype=np.int32), [], []
@@ -62,14 +68,25 @@ def hand_off(model: pyo.ConcreteModel) -> Loaded:
         starts[i] = len(index)
         low, body, high = row.to_bounded_expression(evaluate_bounds=True)
         terms, constant = _linear(visitor, body, row)
-        index += [where[key] for key in terms]
+        index += [where.setdefault(key, len(where)) for key in terms]
         value += terms.values()
         lower[i] = -INF if low is None else low - constant
         upper[i] = INF if high is None else high - constant
     objective = next(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
-    terms, offset = _linear(visitor, objective.expr, objective)
+    # Pyomo's standard form, as its persistent interface read it: the linear walker sums the
+    # objective's named expressions in another order, which moved coefficients by their last
+    # bit and HiGHS's path with them.
+    repn = generate_standard_repn(objective.expr, quadratic=False)
+    if repn.nonlinear_expr is not None:
+        raise ValueError(f"{objective.name} is not linear: HiGHS takes linear programs only")
+    terms = {id(var): coef for var, coef in zip(repn.linear_vars, repn.linear_coefs, strict=True)}
+    offset = repn.constant
+    costed = [where.setdefault(key, len(where)) for key in terms]
+    for key in variables:
+        where.setdefault(key, len(where))
+    columns = [variables[key] for key in where]  # dicts keep insertion order: column j is j-th
     cost = np.zeros(len(columns))
-    cost[[where[key] for key in terms]] = list(terms.values())
+    cost[costed] = list(terms.values())
 
     with _stdout_to_devnull():  # HiGHS's banner, written by the first Highs() of a process
         highs = highspy.Highs()

@@ -47,6 +47,10 @@ class PoolPlan:
     longest_step_ms: float | None = None
     """Colocated: the budget of a step that carries a full chunk (the TPOT it holds); None
     where no TPOT is held, or not colocated."""
+    one_fewer_frees_gpus: int | None = None
+    """GPUs one replica fewer in this pool would stop paying for: its tensor_parallel, except
+    where its GPU type is bought in whole nodes: fewer (often 0) where the node would stay
+    part-used, more where the replica holds a node of its own with idle GPUs."""
 
 
 @dataclass

@@ -33,6 +33,7 @@ from fleetopt.instance import load_instance, parse_instance
 from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import best_throughput
+from fleetopt.report.text import summary_lines
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 EPS = 1e-9
@@ -221,6 +222,19 @@ def test_whole_nodes_change_the_optimum():
     assert check([CHEAP, noded], classes) == pytest.approx(4.00)
     plan = solve(profile_instance([CHEAP, noded], classes))
     assert plan.gpus.get("a100-80gb", 0) % 2 == 0
+
+
+@pytest.mark.parametrize(("rate", "replicas", "frees"), [(12, 3, 0), (22, 5, 4)])
+def test_what_one_replica_fewer_frees_under_whole_nodes(rate, replicas, frees):
+    """A100s in nodes of 4, 5 req/s a replica (tp 1). At 12 req/s, 3 replicas in one node: one
+    fewer leaves the node bought, freeing nothing. At 22 req/s, 5 replicas in two nodes: the
+    fifth holds the second node alone, and without it the 4 GPUs of that node go."""
+    noded = Offer("a100-80gb", 2.20, {"chat": 5.0}, gpus_per_node=4)
+    plan = solve(profile_instance([noded], [Klass("chat", 500, 200, rate)]))
+    (pool,) = plan.pools
+    assert (pool.replicas, pool.one_fewer_frees_gpus) == (replicas, frees)
+    note = [line for line in summary_lines(plan) if line.startswith("pool 0:")]
+    assert len(note) == 1 and ("no GPU" if frees == 0 else f"frees {frees} GPUs") in note[0]
 
 
 def test_whole_nodes_and_cap_together():

@@ -121,6 +121,7 @@ def summary_lines(plan: Plan) -> list[str]:
         f"{mean}demand: {plan.prefill_tokens_per_s:,.0f} prefill + "
         f"{plan.decode_tokens_per_s:,.0f} decode tokens/s ({plan.requests_per_s:,.2f} req/s)",
     ]
+    lines += node_lines(plan)
     if plan.reserved_gpus is not None:
         reserved = ", ".join(f"{n} × {g}" for g, n in sorted(plan.reserved_gpus.items())) or "none"
         lines.append(f"reserved for the whole horizon: {reserved}")
@@ -129,6 +130,24 @@ def summary_lines(plan: Plan) -> list[str]:
             f"one fleet sized for the peak, on demand around the clock: "
             f"{plan.peak_sized_cost_per_hour:,.2f} $/h; this plan saves {plan.saving_per_hour:,.2f} $/h "
             f"({plan.saving_per_hour / plan.peak_sized_cost_per_hour:.0%})"
+        )
+    return lines
+
+
+def node_lines(plan: Plan) -> list[str]:
+    """Pools whose last replica costs other than its GPUs, because their type comes in whole
+    nodes: less where the node stays bought without it (docs/latency.md, "Padding"), more
+    where the replica holds a node of its own."""
+    lines = []
+    for i, p in enumerate(plan.pools):
+        frees = p.one_fewer_frees_gpus
+        if p.replicas < 2 or frees in (None, p.tensor_parallel):
+            continue
+        used = sum(q.gpus for q in plan.pools if q.gpu == p.gpu) - p.tensor_parallel
+        lines.append(
+            f"pool {i}: one replica fewer ({p.tensor_parallel} GPUs) frees "
+            f"{'no GPU' if frees == 0 else f'{frees} GPUs'}: {p.gpu} is bought in whole nodes, "
+            f"{plan.gpus[p.gpu]} now, and the other replicas would use {used}"
         )
     return lines
 
