@@ -5,8 +5,9 @@
 Builds the whole program of a benchmarks/scale.py instance over its first `--periods` periods as
 one Pyomo model (no splitting into blocks) and hands it to HiGHS without solving, both by
 fleetopt's own hand-off (fleetopt/handoff.py) and by Pyomo's persistent interface
-(`set_instance`, the hand-off before 2026-12-04); prints the best of 3. `--pause-gc` pauses Python's garbage collector around both (as `solve_program` does);
-`--keep-dominated` skips `configs.drop_dominated`. Run against an older tree for the "before"
+(`set_instance`, the hand-off before 2026-12-04); prints the best of 3. `--pause-gc` pauses
+Python's garbage collector around both (as `solve_program` does); `--keep-dominated` skips
+`configs.drop_dominated`. Run against an older tree for the "before"
 figure of a step (docs/benchmarks.md). CPU seconds of this process, not wall time: the figures
 then hold on a machine shared with other work.
 """

@@ -36,12 +36,10 @@ class Loaded:
     rows: list[ConstraintData]
 
     def column_index(self, variables) -> np.ndarray:
-        where = {id(var): j for j, var in enumerate(self.columns)}
-        return np.array([where[id(var)] for var in variables], dtype=np.int32)
+        return _positions(self.columns, variables)
 
     def row_index(self, rows) -> np.ndarray:
-        where = {id(row): i for i, row in enumerate(self.rows)}
-        return np.array([where[id(row)] for row in rows], dtype=np.int32)
+        return _positions(self.rows, rows)
 
     def load_values(self) -> None:
         """HiGHS's solution into the model's variables."""
@@ -113,6 +111,12 @@ def hand_off(model: pyo.ConcreteModel) -> Loaded:
     return Loaded(highs, columns, rows)
 
 
+def _positions(items: list, wanted) -> np.ndarray:
+    """Index in `items` of each of `wanted` (Pyomo components, matched by identity)."""
+    where = {id(item): i for i, item in enumerate(items)}
+    return np.array([where[id(item)] for item in wanted], dtype=np.int32)
+
+
 @contextmanager
 def _stdout_to_devnull() -> Iterator[None]:
     """File descriptor 1 pointed at /dev/null: HiGHS writes from C++, past sys.stdout."""
@@ -133,12 +137,14 @@ def _bounds(var: VarData) -> tuple[float, float]:
     return (-INF if var.lb is None else var.lb), (INF if var.ub is None else var.ub)
 
 
-def _linear(visitor: LinearRepnVisitor, expr, owner) -> tuple[dict[int, float], float]:
-    """{id(var): coefficient} (zeros left out) and the constant of the linear expression of a
-    row or objective (`owner`, named only in the error: names cost as much as the walk)."""
+def _linear(
+    visitor: LinearRepnVisitor, expr, row: ConstraintData
+) -> tuple[dict[int, float], float]:
+    """{id(var): coefficient} (zeros left out) and the constant of a row's linear body (the
+    row is named only in the error: names cost as much as the walk)."""
     repn = visitor.walk_expression(expr)
     if repn.nonlinear is not None:
-        raise ValueError(f"{owner.name} is not linear: HiGHS takes linear programs only")
+        raise ValueError(f"{row.name} is not linear: HiGHS takes linear programs only")
     scale = repn.multiplier
     terms = {var: scale * coef for var, coef in repn.linear.items() if coef}
     return terms, scale * repn.constant

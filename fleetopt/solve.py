@@ -224,13 +224,12 @@ def relax_rows(
     Returns each row's excess, or None when relaxing these rows cannot restore feasibility."""
     loaded = hand_off(model)
     highs = loaded.highs
-    index = dict(zip(penalties, loaded.row_index(penalties), strict=True))
+    rows = loaded.row_index(penalties)
     penalty = np.full(highs.getNumRow(), -1.0)  # negative: the row may not be relaxed
-    for con, weight in penalties.items():
-        penalty[index[con]] = weight
+    penalty[rows] = list(penalties.values())
     _configure(highs, dataclasses.replace(options, verbose=False), {})
     highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
     if not highs.getSolution().value_valid:
         return None
     values, upper = highs.getSolution().row_value, highs.getLp().row_upper_
-    return {con: max(0.0, values[index[con]] - upper[index[con]]) for con in penalties}
+    return {con: max(0.0, values[i] - upper[i]) for con, i in zip(penalties, rows, strict=True)}
