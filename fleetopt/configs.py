@@ -33,7 +33,7 @@ from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.queueing import NO_QUEUEING, SERVICE_CV2, PoolCurve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
-from fleetopt.workload.lengths import sampler_for
+from fleetopt.workload.lengths import sampler_for, tail_bins
 
 ROLES_BY_MODE = {"colocated": ("colocated",), "disaggregated": ("prefill", "decode")}
 
@@ -58,6 +58,7 @@ class RequestClass:
 def request_class(workload: Workload) -> RequestClass:
     slo = workload.slo
     percentile = slo.percentile if slo else 99.0
+    spread = sampler_for(workload.input).cv2
     shape = RequestShape(
         input_mean=workload.input.mean,
         output_mean=workload.output.mean,
@@ -69,7 +70,9 @@ def request_class(workload: Workload) -> RequestClass:
         output_shortest=workload.output.shortest,
         input_longest=workload.input.longest,
         output_longest=workload.output.longest,
-        service_cv2=max(SERVICE_CV2, sampler_for(workload.input).cv2),
+        service_cv2=max(SERVICE_CV2, spread),
+        input_cv2=spread,
+        input_bins=tail_bins(workload.input, percentile),
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)
 
@@ -341,6 +344,8 @@ def _analytic_configs(
         )
         if op.does_prefill:
             config.queue = queue_curve(replica, op, list(shapes.values()), limits)
+            if config.queue.tail_rate <= 0:  # the classes' long prompts together miss too often
+                continue
         for name, shape in shapes.items():
             lat = latency(replica, op, shape)
             config.ttft_s[name] = lat.ttft_s

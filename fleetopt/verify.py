@@ -177,11 +177,7 @@ def _check_pool(
                     f"{cls.name}: TTFT {ttft * 1e3:.0f} ms > target {s.ttft_s * 1e3:.0f} ms"
                 )
     # The pool's prompt compute, s/s: its prefill load, and what its colocated steps carry.
-    busy = (
-        sum(r * replica.prompt_compute_s(c.shape.input_mean) for c, r in load)
-        if does_prefill
-        else 0.0
-    )
+    busy = sum(r * c.shape.prompt_s(replica) for c, r in load) if does_prefill else 0.0
     if does_prefill:
         # Against what x replicas carry with every routed class's TTFT percentile held (Erlang C
         # with pooling, perf/queueing.py).
@@ -265,7 +261,7 @@ def _step_at_percentile(
     def cost(s: RequestShape) -> float:
         beta = replica.decode_s_per_token(s.decode_context) + comm
         if prompts and role == "colocated":
-            beta += (replica.prompt_compute_s(s.input_mean) + s.input_mean * comm) / s.output_mean
+            beta += (s.prompt_s(replica) + s.input_mean * comm) / s.output_mean
         return beta
 
     seqs = [(r * s.output_mean * tau, cost(s)) for s, r in rates]

@@ -3,6 +3,8 @@ and as short as that allows (perf/queueing.py, docs/formulation.md §2)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from fleetopt.perf.queueing import (
@@ -10,23 +12,28 @@ from fleetopt.perf.queueing import (
     MAX_EXPANSION,
     NO_QUEUEING,
     PoolCurve,
+    Waits,
+    erlang_c,
     max_load,
     pool_curve,
     pool_load,
     wait_tail,
 )
 
-CASES = [(w, tail, u) for w in (0.1, 1.0, 3.0, 10.0) for tail in (0.01, 0.1) for u in (0.9, 0.95)]
+SINGLE = [((1.0, w),) for w in (0.1, 1.0, 3.0, 10.0)]
+MIXED = [((0.5, 8.0), (0.4, 3.0), (0.095, 0.6), (0.005, -0.2))]
+"""Prompt-length bins: half the requests may wait 8 services, the longest 0.5% miss anyway."""
+CASES = [(w, tail, u) for w in SINGLE + MIXED for tail in (0.01, 0.1) for u in (0.9, 0.95)]
 
 
-def _exact(n: int, w: float, tail: float, u: float) -> float:
+def _exact(n: int, w: Waits, tail: float, u: float) -> float:
     """g(n) = min(n, f(n)/u) straight from Erlang C."""
     return min(n, max_load(n, w, tail) / u)
 
 
 @pytest.mark.parametrize(("w", "tail", "u"), CASES)
 def test_curve_is_conservative_and_within_one_percent(w, tail, u):
-    curve = pool_curve(w, tail, u)
+    curve = pool_curve(((w, tail),), u)
     for n in range(1, 3 * MAX_EXPANSION):
         exact = _exact(n, w, tail, u)
         assert curve.load(n) <= exact * (1 + 1e-9), n
@@ -38,7 +45,7 @@ def test_curve_is_conservative_and_within_one_percent(w, tail, u):
 def test_expansion_is_the_shortest_within_one_percent(w, tail, u):
     """One replica less in the expansion, continuing at that size's marginal rate, misses g by
     more than 1% somewhere up to the limit (or overstates it)."""
-    curve = pool_curve(w, tail, u)
+    curve = pool_curve(((w, tail),), u)
     size = len(curve.increments)
     if size == 1:
         return
@@ -51,7 +58,9 @@ def test_expansion_is_the_shortest_within_one_percent(w, tail, u):
     )
 
 
-@pytest.mark.parametrize(("w", "tail"), [(w, tail) for w, tail, _ in CASES[::2]] + [(0.02, 0.001)])
+@pytest.mark.parametrize(
+    ("w", "tail"), [(w, tail) for w, tail, _ in CASES[::2]] + [(((1.0, 0.02),), 0.001)]
+)
 def test_pool_loads_from_warm_brackets_are_erlang_c_roots(w, tail):
     """f(n) grown from the last two values' bracket is the same root as from [0, n]: feasible
     (the wait tail within `tail`) and within 1e-9 of the cold search, for every n."""
@@ -63,7 +72,7 @@ def test_pool_loads_from_warm_brackets_are_erlang_c_roots(w, tail):
 
 
 def test_a_replica_at_the_ceiling_needs_no_expansion():
-    assert pool_curve(1000.0, 0.01, 0.9) == NO_QUEUEING
+    assert pool_curve(((((1.0, 1000.0),), 0.01),), 0.9) == NO_QUEUEING
 
 
 @pytest.mark.parametrize("rate", [0.5, 0.995])
@@ -92,3 +101,22 @@ def test_program_holds_a_linear_curve_below_the_ceiling(rate):
         load = sum(m.r[c, k, 0].value * use for c, use in users.items())
         replicas = round(m.x[k, 0].value)
         assert load <= config.capacity[PREFILL] * rate * replicas * (1 + 1e-6) + 1e-9
+
+
+def test_a_mixture_of_budgets_by_hand():
+    """Half the prompts may wait 4 services, half 1: at the largest load the share waiting past
+    its budget, C(n, a)·(½e^{−(n−a)·4} + ½e^{−(n−a)}) (cv² = 1), is the tail, and the load lies
+    between what the shorter and the longer budget alone allow."""
+    waits = ((0.5, 4.0), (0.5, 1.0))
+    load = max_load(4, waits, 0.01)
+    by_hand = erlang_c(4, load) * (0.5 * math.exp(-(4 - load) * 4) + 0.5 * math.exp(-(4 - load)))
+    assert by_hand == pytest.approx(0.01, rel=1e-6)
+    assert max_load(4, ((1.0, 1.0),), 0.01) < load < max_load(4, ((1.0, 4.0),), 0.01)
+
+
+def test_sure_misses_spend_the_tail_first():
+    """Prompts with no time to wait miss in an empty pool: 2% of them leave nothing of a 1%
+    tail, and of a 5% tail only 3% for the queue, which then carries less than with none."""
+    sure = ((0.98, 5.0), (0.02, -0.1))
+    assert max_load(8, sure, 0.01) == 0.0
+    assert 0 < max_load(8, sure, 0.05) < max_load(8, ((1.0, 5.0),), 0.05)

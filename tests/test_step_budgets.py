@@ -190,5 +190,7 @@ def test_the_prompt_length_spread_by_hand_and_what_it_costs_the_queue():
     skewed = sampler_for(TokenDistribution(mean=800, p50=500, p90=1800, p99=4000, max=8000))
     draws = skewed.sample(np.random.default_rng(0), 400_000).astype(float)
     assert skewed.cv2 == pytest.approx(draws.var() / draws.mean() ** 2, rel=0.02)
-    steady, spread = pool_curve(3.0, 0.01, 0.95, cv2=1.0), pool_curve(3.0, 0.01, 0.95, cv2=2.0)
+    target = (((1.0, 3.0),), 0.01)
+    steady = pool_curve((target,), 0.95, cv2=1.0)
+    spread = pool_curve((target,), 0.95, cv2=2.0)
     assert all(spread.load(n) < steady.load(n) for n in (1, 4, 16))

@@ -286,6 +286,8 @@ def average_workload(model: str, instance: Instance) -> Workload:
 
     def mixed(lengths) -> TokenDistribution:
         dists = [lengths(w) for w in mine]
+        if len(dists) == 1:  # one class is its own average request, spread and all
+            return dists[0]
         return TokenDistribution(
             mean=sum(w.rate * d.mean for w, d in zip(mine, dists, strict=True)) / total,
             p99=max(d.at_percentile(percentile) for d in dists),

@@ -123,7 +123,7 @@ def _breakdown(
         decode_seqs=seqs,
         decode_context_tokens=seqs * shape.decode_context,
         prefill_tokens=prompt_tokens,
-        prefill_compute_s=prompt_tokens * replica.prefill_s_per_token(shape.input_mean),
+        prefill_compute_s=prompt_tokens * shape.prompt_s(replica) / shape.input_mean,
     )
     return {
         "fixed": parts.fixed_s * 1e3,

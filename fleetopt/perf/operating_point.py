@@ -18,7 +18,15 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from fleetopt.perf.queueing import NO_QUEUEING, SERVICE_CV2, PoolCurve, max_load, pool_curve
+from fleetopt.perf.queueing import (
+    NO_QUEUEING,
+    SERVICE_CV2,
+    PoolCurve,
+    Waits,
+    max_load,
+    pool_curve,
+    sure_misses,
+)
 from fleetopt.perf.replica import Replica
 
 PREFILL = "prefill_compute"
@@ -67,9 +75,20 @@ class RequestShape:
     service_cv2: float = SERVICE_CV2
     """Squared coefficient of variation of the class's prompt lengths the prefill queue assumes
     (Allen–Cunneen); never below SERVICE_CV2."""
+    input_cv2: float = 0.0
+    """Squared coefficient of variation of the prompt lengths (0: every prompt at the mean):
+    the mean prompt's compute (`prompt_s`) counts the attention of their spread."""
+    input_bins: tuple[tuple[float, float], ...] = ()
+    """Prompt lengths by share of requests for the TTFT queue: (upper probability, length),
+    each bin's requests at its longest length (workload/lengths.py `tail_bins`); empty: every
+    prompt at `input_tail`."""
     mean_tpot: bool = False
     """The TPOT is a measured mean (a benchmark's mean TPOT), which the mean step meets, not a
     target every request must meet, which a colocated point holds on its longest step."""
+
+    def prompt_s(self, replica: Replica) -> float:
+        """Mean compute time of the class's prompts on the replica, attention included."""
+        return replica.mean_prompt_compute_s(self.input_mean, self.input_cv2)
 
     def longest_sequence(self, decodes: bool) -> float:
         prompt = max(self.input_longest, self.input_tail)
@@ -189,7 +208,7 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
     use: dict[str, float] = {}
     comm = replica.allreduce_s_per_token
     if op.does_prefill:
-        use[PREFILL] = replica.prompt_compute_s(shape.input_mean)
+        use[PREFILL] = shape.prompt_s(replica)
     if op.does_decode:
         ctx = shape.decode_context
         out = shape.output_mean
@@ -220,17 +239,27 @@ def latency(replica: Replica, op: OperatingPoint, shape: RequestShape) -> Latenc
     run entirely in steps that carry prompt chunks, so the mean step does not bound its TPOT."""
     ttft = tpot = None
     if op.does_prefill:
-        steps = replica.chunked_prefill_steps(shape.input_tail, op.chunk_tokens)
-        ttft = (steps + 1) * chunk_step_s(replica, op)
-        if op.role == "prefill":
-            bandwidth = min(
-                replica.kv_transfer_bytes_per_s, shape.decode_network_bytes_per_s or math.inf
-            )
-            ttft += shape.input_tail * replica.kv_bytes_per_token / bandwidth
+        ttft = prompt_ttft_s(replica, op, shape, shape.input_tail)
     if op.does_decode:
         step = op.step_s if shape.mean_tpot else chunk_step_s(replica, op)
         tpot = step * tpot_per_step(op.role, shape)
     return Latency(ttft, tpot)
+
+
+def prompt_ttft_s(
+    replica: Replica, op: OperatingPoint, shape: RequestShape, prompt_tokens: float
+) -> float:
+    """TTFT of a prompt of this length at a prefilling point, queueing excluded: the step in
+    progress, the prompt's own chunk steps, and on a prefill pool the KV transfer to the
+    slowest decode replica the class may be sent to."""
+    steps = replica.chunked_prefill_steps(prompt_tokens, op.chunk_tokens)
+    ttft = (steps + 1) * chunk_step_s(replica, op)
+    if op.role == "prefill":
+        bandwidth = min(
+            replica.kv_transfer_bytes_per_s, shape.decode_network_bytes_per_s or math.inf
+        )
+        ttft += prompt_tokens * replica.kv_bytes_per_token / bandwidth
+    return ttft
 
 
 def tpot_per_step(role: str, shape: RequestShape) -> float:
@@ -271,6 +300,15 @@ def ineligibility(
             "ttft",
             f"TTFT {lat.ttft_s * 1e3:,.0f} ms > target {shape.ttft_s * 1e3:,.0f} ms",
         )
+    if shape.ttft_s is not None and lat.ttft_s is not None:
+        late = sure_misses(by_share(wait_budgets_s(replica, op, shape)))
+        if late >= shape.miss_share:
+            return Blocker(
+                "ttft",
+                f"the longest {late:.2%} of prompts (up to {shape.longest_sequence(False):,.0f} "
+                f"tokens) miss the {shape.ttft_s * 1e3:,.0f} ms TTFT even unqueued, more than "
+                f"the {shape.miss_share:.2%} allowed",
+            )
     if (
         shape.tpot_s is not None
         and lat.tpot_s is not None
@@ -316,8 +354,11 @@ def throughput_step_s(
 def prefill_service_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float:
     """Mean time a prompt of the class occupies a replica's prefill capacity (one chunk of
     compute R per chunk step)."""
-    prefill = replica.prompt_compute_s(shape.input_mean)
-    return prefill * chunk_step_s(replica, op) / replica.chunk_compute_s(op.chunk_tokens)
+    return (
+        shape.prompt_s(replica)
+        * chunk_step_s(replica, op)
+        / replica.chunk_compute_s(op.chunk_tokens)
+    )
 
 
 def wait_budget_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float | None:
@@ -325,6 +366,24 @@ def wait_budget_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> 
     if shape.ttft_s is None:
         return None
     return shape.ttft_s - latency(replica, op, shape).ttft_s
+
+
+def wait_budgets_s(
+    replica: Replica, op: OperatingPoint, shape: RequestShape
+) -> tuple[tuple[float, float], ...]:
+    """(upper probability, seconds a prompt may queue) for each of the class's length bins: a
+    short prompt may wait longer than a tail one before its TTFT breaks."""
+    assert shape.ttft_s is not None
+    bins = shape.input_bins or ((1.0, shape.input_tail),)
+    return tuple(
+        (p, shape.ttft_s - prompt_ttft_s(replica, op, shape, length)) for p, length in bins
+    )
+
+
+def by_share(bins: tuple[tuple[float, float], ...]) -> Waits:
+    """(upper probability, value) bins as (share of requests, value)."""
+    lowers = (0.0, *(p for p, _ in bins[:-1]))
+    return tuple((p - low, value) for (p, value), low in zip(bins, lowers, strict=True))
 
 
 def admission_headroom(
@@ -347,7 +406,7 @@ def admission_headroom(
     tail = min(s.miss_share for s in shapes)
     if slots < 1:
         return 0.0
-    return max_load(slots, 1 / longest, tail) / slots
+    return max_load(slots, ((1.0, 1 / longest),), tail) / slots
 
 
 def step_quantile(shapes: list[RequestShape]) -> float | None:
@@ -408,20 +467,22 @@ def queue_curve(
 ) -> PoolCurve:
     """Load n replicas at this point carry with every class's TTFT percentile held
     (perf/queueing.py). The mix is unknown here, so the curve is the conservative one: the
-    smallest wait budget over the longest mean service time, the strictest percentile and the
-    most variable prompt lengths."""
-    budgets = [wait_budget_s(replica, op, s) for s in shapes]
-    if not shapes or all(b is None for b in budgets):
+    longest mean service time and the most variable prompt lengths, each class held to its
+    own wait budgets and percentile (perf/queueing.py `pool_curve`)."""
+    timed = [s for s in shapes if s.ttft_s is not None]
+    if not timed:
         return NO_QUEUEING
     service = max(prefill_service_s(replica, op, s) for s in shapes)
-    budget = min(b for b in budgets if b is not None)
-    tail = min(s.miss_share for s in shapes if s.ttft_s is not None)
+    targets = []
+    for s in timed:
+        waits = by_share(wait_budgets_s(replica, op, s))
+        targets.append((tuple((share, w / service) for share, w in waits), s.miss_share))
     # A prompt in service runs in chunk steps, longer than the mean step (queueing.carried).
     share = chunk_extra_s(replica, op.chunk_tokens) / op.step_s if op.role == "colocated" else 0.0
     longest = chunk_step_s(replica, op) / op.step_s
     ceiling = limits.max_prefill_utilization
     cv2 = max(s.service_cv2 for s in shapes if s.ttft_s is not None)
-    return pool_curve(budget / service, tail, ceiling, max_replicas, share, longest, cv2)
+    return pool_curve(tuple(targets), ceiling, max_replicas, share, longest, cv2)
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:

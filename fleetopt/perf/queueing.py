@@ -8,10 +8,16 @@ service times, gives
 
     P(wait > W) ≈ C(n, a) · exp(−(n − a) · W / (s · (1 + cs²)/2))
 
-for an offered load of a servers' worth of work. `max_load(n, ...)` is the largest a that keeps
-this at or below 1 − percentile. It is convex in n — each added replica carries more than the
-last (pooling, square-root staffing) — which the program holds with an incremental binary
-expansion (docs/formulation.md §2). docs/latency.md states the assumptions and measures them.
+for an offered load of a servers' worth of work. Prompts of different lengths have different
+wait budgets W (the TTFT target less their own prefill time), so the budget is a mixture: shares
+π_i of the requests, each with its own W_i, and the share that misses is
+
+    Σ_i π_i · P(wait > W_i)        (W_i ≤ 0: a sure miss, whatever the load).
+
+`max_load(n, ...)` is the largest a that keeps this at or below 1 − percentile. It is convex in
+n — each added replica carries more than the last (pooling, square-root staffing) — which the
+program holds with an incremental binary expansion (docs/formulation.md §2). docs/latency.md
+states the assumptions and measures them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ SERVICE_CV2 = 1.0
 (exponential-like); a class whose lengths spread more brings its own (`RequestShape.service_cv2`).
 Chat traffic is about this variable (Azure 2023 conversation trace: std/mean of prompt tokens
 0.94)."""
+
+Waits = tuple[tuple[float, float], ...]
+"""A wait budget as a mixture: (share of requests, wait they may take in mean service times),
+shares summing to 1. A single budget W is ((1.0, W),)."""
 
 LINEAR_WITHIN = 0.01
 """The expansion stops at the smallest N from which continuing at the last marginal rate stays
@@ -46,39 +56,47 @@ def erlang_c(servers: int, load: float) -> float:
     return servers * blocking / (servers - load * (1 - blocking))
 
 
-def wait_tail(
-    servers: int, load: float, wait_in_services: float, cv2: float = SERVICE_CV2
-) -> float:
-    """P(wait > W) with W given in mean service times."""
+def sure_misses(waits: Waits) -> float:
+    """Share of requests with no time to wait: they miss even in an empty pool."""
+    return sum(share for share, wait in waits if wait <= 0)
+
+
+def wait_tail(servers: int, load: float, waits: Waits, cv2: float = SERVICE_CV2) -> float:
+    """Share of requests that wait longer than their budget (budgets in mean service times)."""
     if load >= servers:
         return 1.0
     stretch = (1 + cv2) / 2
-    return erlang_c(servers, load) * math.exp(-(servers - load) * wait_in_services / stretch)
+    waiting = erlang_c(servers, load)
+    queued = sum(
+        share * math.exp(-(servers - load) * wait / stretch) for share, wait in waits if wait > 0
+    )
+    return sure_misses(waits) + waiting * queued
 
 
 @lru_cache(maxsize=65536)
-def max_load(servers: int, wait_in_services: float, tail: float, cv2: float = SERVICE_CV2) -> float:
-    """Largest offered load (in servers) with P(wait > W) ≤ tail; 0 if not even a trickle fits."""
-    return _largest_load(servers, (wait_in_services, tail, cv2), 0.0, float(servers))
+def max_load(servers: int, waits: Waits, tail: float, cv2: float = SERVICE_CV2) -> float:
+    """Largest offered load (in servers) that keeps the share of requests waiting past their
+    budget at most `tail`; 0 if not even a trickle fits."""
+    return _largest_load(servers, (waits, tail, cv2), 0.0, float(servers))
 
 
 def _largest_load(
-    servers: int, queue: tuple[float, float, float], low: float, high: float
+    servers: int, queue: tuple[Waits, float, float], low: float, high: float
 ) -> float:
-    """`max_load` from a guessed bracket [low, high] (queue: wait in services, tail, cv²).
+    """`max_load` from a guessed bracket [low, high] (queue: waits, tail, cv²).
 
     Regula falsi with the Illinois step on log P(wait > W) − log tail, which rises with the
     load and is near linear in it: the bracket always has low feasible, and shrinks to 1e-10 of
     the load in a few evaluations where bisection takes ~35. A guessed end is checked first and
     the bracket widened to [0, n] on the side where the guess was wrong; bisection steps while
     the lower end's log is −inf (no waiting at all)."""
-    wait, tail, cv2 = queue
-    if servers <= 0 or wait <= 0:
+    waits, tail, cv2 = queue
+    if servers <= 0 or sure_misses(waits) >= tail:
         return 0.0
     target = math.log(tail)
 
     def excess(load: float) -> float:
-        chance = wait_tail(servers, load, wait, cv2)
+        chance = wait_tail(servers, load, waits, cv2)
         return math.log(chance) - target if chance > 0 else -math.inf
 
     below = excess(low) if low > 0 else -math.inf
@@ -108,13 +126,13 @@ def _largest_load(
 
 
 @lru_cache(maxsize=4096)
-def _pool_loads(queue: tuple[float, float, float]) -> list[float]:
+def _pool_loads(queue: tuple[Waits, float, float]) -> list[float]:
     """[f(0), f(1), …] for one queue, grown by `pool_load` and shared by the pool curves of
     every config with that queue (they differ in chunking and ceiling only)."""
     return [0.0]
 
 
-def pool_load(servers: int, queue: tuple[float, float, float]) -> float:
+def pool_load(servers: int, queue: tuple[Waits, float, float]) -> float:
     """f(n) = `max_load(n, *queue)`, computed after f(1), …, f(n − 1), each from the bracket
     the last two give: f is convex, so f(n) ≥ 2f(n − 1) − f(n − 2), and with f(n) ≤ n its
     increments are at most 1, so f(n) ≤ f(n − 1) + 1. The bracket holds the answer to within
@@ -153,9 +171,12 @@ class PoolCurve:
 NO_QUEUEING = PoolCurve((1.0,), 1.0)
 
 
+Target = tuple[Waits, float]
+"""What one class holds in a shared queue: its wait budgets and the share that may miss them."""
+
+
 def pool_curve(
-    wait_in_services: float,
-    tail: float,
+    targets: tuple[Target, ...],
     ceiling: float,
     max_replicas: int | None = None,
     chunk_share: float = 0.0,
@@ -166,39 +187,55 @@ def pool_curve(
     marginal rate, min(n, f(N)/u + Δ_N·(n − N)), stays within LINEAR_WITHIN of g(n) for every n
     up to the expansion limit (MAX_EXPANSION, or the most replicas the program may use).
 
-    `chunk_share` r > 0 and `longest` (colocated replicas, `carried`): f is the servers' Erlang
-    load turned into the load of the capacity rows. f is convex, so the line lies below f/u for every n,
-    beyond the limit too: the tail never overstates g (checked where computed). Once g meets
-    the ceiling (g(n) = n from some n on) it is exact from there."""
+    f(n) is the least of the classes' own largest loads (`targets`): whatever the mix, the
+    share of the pool's requests that miss is a mix of the classes' shares, each within its
+    class's tail. `chunk_share` r > 0 and `longest` (colocated replicas, `carried`): f is the
+    servers' Erlang load turned into the load of the capacity rows. Each class's f is convex,
+    so the tail, at the least of the classes' marginal rates at N, lies below f/u for every n,
+    beyond the limit too: it never overstates g (checked where computed). Once g meets the
+    ceiling (g(n) = n from some n on) it is exact from there."""
     limit = max(1, min(MAX_EXPANSION, max_replicas) if max_replicas else MAX_EXPANSION)
-    pooled = _Pooled((wait_in_services, tail, cv2), ceiling, (chunk_share, longest))
+    queues = tuple(dict.fromkeys((w, t, cv2) for w, t in targets))  # classes alike count once
+    pooled = _Pooled(queues, ceiling, (chunk_share, longest))
     if pooled.at(1) >= 1:
         return NO_QUEUEING  # one replica already reaches the ceiling
     size = next(n for n in range(1, limit + 1) if _tail_within(pooled, n, limit))
     increments = tuple(pooled.at(j) - pooled.at(j - 1) for j in range(1, size + 1))
-    return PoolCurve(increments, increments[-1])
+    return PoolCurve(increments, pooled.marginal(size))
 
 
 class _Pooled:
     """f(n)/u, computed as far as asked and no further than the first n where it reaches n."""
 
     def __init__(
-        self, queue: tuple[float, float, float], ceiling: float, chunks: tuple[float, float]
+        self,
+        queues: tuple[tuple[Waits, float, float], ...],
+        ceiling: float,
+        chunks: tuple[float, float],
     ) -> None:
-        """queue: (wait in services, tail share, service cv²) for `pool_load`."""
-        self.args, self.ceiling, self.values = queue, ceiling, [0.0]
-        self.chunks = chunks
+        """queues: (waits, tail share, service cv²) of each class, for `pool_load`."""
+        self.queues, self.ceiling, self.chunks = queues, ceiling, chunks
+        self.values: list[list[float]] = [[0.0] for _ in queues]
+
+    def _of(self, k: int, n: int) -> float:
+        """Class k's f(n)/u, or inf past the ceiling (where g(n) = n)."""
+        values = self.values[k]
+        while len(values) <= n:
+            last = len(values) - 1
+            if last and values[last] >= last:
+                return math.inf
+            busy = pool_load(last + 1, self.queues[k])
+            values.append(carried(last + 1, busy, *self.chunks) / self.ceiling)
+        return values[n]
 
     def at(self, n: int) -> float:
-        """f(n)/u, or inf past the ceiling (where g(n) = n)."""
-        while len(self.values) <= n:
-            last = len(self.values) - 1
-            if last and self.values[last] >= last:
-                return math.inf
-            n = last + 1
-            busy = pool_load(n, self.args)
-            self.values.append(carried(n, busy, *self.chunks) / self.ceiling)
-        return self.values[n]
+        return min(self._of(k, n) for k in range(len(self.queues)))
+
+    def marginal(self, n: int) -> float:
+        """The least of the classes' rises from n − 1 to n: a line at that rate from f(n)/u
+        stays below every class's convex f/u beyond n."""
+        rises = [self._of(k, n) - self._of(k, n - 1) for k in range(len(self.queues))]
+        return min(r for r in rises if not math.isnan(r))
 
 
 def carried(servers: int, busy: float, chunk_share: float, longest: float) -> float:
@@ -224,7 +261,7 @@ def _tail_within(pooled: _Pooled, size: int, limit: int) -> bool:
     every n up to `limit`, and below f(n)/u wherever f is computed (convexity, checked). Once
     the line is within LINEAR_WITHIN of n and rises at least that fast, every later n passes."""
     start = pooled.at(size)
-    rate = start - pooled.at(size - 1)
+    rate = pooled.marginal(size)
     for n in range(size + 1, limit + 1):
         line = start + rate * (n - size)
         if rate >= 1 - LINEAR_WITHIN and line >= n * (1 - LINEAR_WITHIN):

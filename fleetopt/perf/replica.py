@@ -193,6 +193,14 @@ class Replica:
         """Compute time of a whole prompt, attention included."""
         return prompt_tokens * self.prefill_s_per_token(prompt_tokens)
 
+    def mean_prompt_compute_s(self, mean_tokens: float, cv2: float) -> float:
+        """Mean compute time of prompts whose lengths have this mean and squared coefficient of
+        variation. Attention grows a prompt's compute as L²/2 per token pair, so spread prompts
+        cost more than the mean one: E[f(L)] = f(μ) + a·Var(L)/2, exact for the roofline's
+        quadratic f (a measured prefill curve takes the roofline's a for the spread)."""
+        variance = cv2 * mean_tokens**2
+        return self.prompt_compute_s(mean_tokens) + self.attention_s_per_pair * variance / 2
+
     @cached_property
     def context_s_per_token(self) -> float:
         """Decode attention time per context token: its own kernel after the matmuls, bound by

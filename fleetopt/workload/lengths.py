@@ -51,6 +51,15 @@ class LengthSampler:
         second = np.sum(np.diff(q) * (low**2 + 2 * low * d / (g + 1) + d**2 / (2 * g + 1)))
         return float(second / self.mean**2 - 1)
 
+    def quantile(self, p: float) -> float:
+        """Length at probability p (0..1) of the quantile function the samples follow."""
+        q, v = self.quantiles, self.values
+        if len(v) == 1:
+            return float(v[0])
+        i = int(np.clip(np.searchsorted(q, p, side="right") - 1, 0, len(q) - 2))
+        s = (p - q[i]) / (q[i + 1] - q[i])
+        return float(v[i] + (v[i + 1] - v[i]) * s**self.gamma)
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n integer lengths (≥ 1 token)."""
         if len(self.values) == 1:
@@ -61,6 +70,31 @@ class LengthSampler:
         s = (u - q[i]) / (q[i + 1] - q[i])
         lengths = v[i] + (v[i + 1] - v[i]) * s**self.gamma
         return np.maximum(1, np.rint(lengths)).astype(np.int64)
+
+
+TAIL_GRID = (50, 20, 10, 5, 2, 1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01, 0)
+"""Where the prompt-length bins of the TTFT queue end, in shares of requests above the bin's
+end, in units of the SLO's miss share: coarse where a miss needs a long wait, fine above the
+percentile, where prompts may miss with no wait at all and every tenth of the miss share
+counts."""
+
+
+def tail_bins(dist: TokenDistribution, percentile: float) -> tuple[tuple[float, float], ...]:
+    """Prompt lengths by share of requests, for the TTFT queue: (upper probability p, length at
+    p) for each bin of TAIL_GRID, every request of a bin counted at the bin's longest length.
+    At and below the percentile, lengths never exceed the length the latency checks use there
+    (`at_percentile`), above it never fall below it: the longest 1 − percentile of prompts
+    count at their own lengths, up to the longest stated."""
+    sampler, tail = sampler_for(dist), dist.at_percentile(percentile)
+    miss = 1 - percentile / 100
+    bins = []
+    for above in TAIL_GRID:
+        if miss * above >= 1:
+            continue
+        p = round(1 - miss * above, 12)
+        length = sampler.quantile(p)
+        bins.append((p, min(length, tail) if above >= 1 else max(length, tail)))
+    return tuple(bins)
 
 
 def sampler_for(dist: TokenDistribution) -> LengthSampler:

@@ -1,0 +1,141 @@
+"""Prompt lengths in the TTFT queue and the prompt cost: each share of requests waits against
+its own budget (perf/queueing.py), the longest prompts count at their own lengths, and spread
+prompts pay their attention (docs/latency.md, docs/cost-model.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog
+from fleetopt.instance import TokenDistribution
+from fleetopt.perf.operating_point import (
+    Limits,
+    OperatingPoint,
+    RequestShape,
+    by_share,
+    ineligibility,
+    prompt_ttft_s,
+    queue_curve,
+    wait_budgets_s,
+)
+from fleetopt.perf.queueing import sure_misses
+from fleetopt.perf.replica import Replica
+from fleetopt.workload.lengths import sampler_for, tail_bins
+
+LIMITS = Limits(0.95, 256, 0.9)
+CHAT = TokenDistribution(mean=800, p50=500, p90=1800, p99=4000, max=8000)
+
+
+def _replica(model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1) -> Replica:
+    spec = model_catalog()[model]
+    return Replica(Model(model, spec, "bf16", "bf16"), Gpu(gpu, gpu_catalog()[gpu], None, None), tp)
+
+
+def _shape(dist: TokenDistribution, ttft_s: float, percentile: float = 99) -> RequestShape:
+    return RequestShape(
+        dist.mean,
+        200,
+        dist.at_percentile(percentile),
+        400,
+        ttft_s,
+        None,
+        miss_share=1 - percentile / 100,
+        input_longest=dist.longest,
+        input_cv2=sampler_for(dist).cv2,
+        input_bins=tail_bins(dist, percentile),
+    )
+
+
+def test_a_plain_mean_puts_every_bin_at_the_mean():
+    bins = tail_bins(TokenDistribution(mean=900), 99)
+    assert {length for _, length in bins} == {900}
+    assert bins[-1][0] == 1.0
+    assert sum(share for share, _ in by_share(bins)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("percentile", [95, 99, 99.9])
+def test_bins_hold_the_percentile_length_and_reach_the_longest(percentile):
+    """At and below the percentile no bin is longer than the length the latency checks use
+    there; above it none is shorter; the last bin is the longest stated prompt."""
+    bins = tail_bins(CHAT, percentile)
+    tail, level = CHAT.at_percentile(percentile), percentile / 100
+    lengths = [length for _, length in bins]
+    assert lengths == sorted(lengths)
+    assert all(length <= tail for p, length in bins if p <= level + 1e-12)
+    assert all(length >= tail for p, length in bins if p > level + 1e-12)
+    assert any(p == pytest.approx(level) for p, _ in bins)
+    assert bins[-1] == (1.0, 8000)
+
+
+def test_spread_prompts_cost_their_attention_by_hand():
+    """Half the prompts 2,000 tokens, half 10,000: the mean compute is the mean of the two
+    (the roofline's prompt compute is quadratic), more than the 6,000-token prompt's."""
+    r = _replica()
+    mean, variance = 6000.0, 4000.0**2
+    both = (r.prompt_compute_s(2000) + r.prompt_compute_s(10000)) / 2
+    assert r.mean_prompt_compute_s(mean, variance / mean**2) == pytest.approx(both, rel=1e-12)
+    assert both > r.prompt_compute_s(mean)
+
+
+def test_the_mean_prompt_cost_matches_sampled_prompts():
+    """The class's prompt cost against 200,000 prompts drawn as the simulator draws them."""
+    r = _replica()
+    long_context = TokenDistribution(mean=24000, p50=16000, p90=56000, p99=100000, max=120000)
+    shape = _shape(long_context, 15.0)
+    drawn = sampler_for(long_context).sample(np.random.default_rng(0), 200_000).astype(float)
+    sampled = float(np.mean(r.prompt_compute_s(drawn)))
+    assert shape.prompt_s(r) == pytest.approx(sampled, rel=0.01)
+    assert shape.prompt_s(r) > r.prompt_compute_s(long_context.mean) * 1.05
+
+
+def test_prompts_that_miss_unqueued_spend_the_tail_or_block_the_point():
+    """A target the p99 prompt meets with time to spare, but the longest prompts not: their
+    share is a sure miss. Under the 1% allowed the point carries the class, with less queue
+    than its short prompts alone would give; at 1% or more it may not carry it, and says why."""
+    r = _replica()
+    op = OperatingPoint("prefill", 0.05, 512)
+    longest_ok = prompt_ttft_s(r, op, _shape(CHAT, 1.0), 4000)
+    shape = _shape(CHAT, longest_ok * 1.2)
+    late = sure_misses(by_share(wait_budgets_s(r, op, shape)))
+    assert 0 < late < 0.01
+    assert ineligibility(r, op, shape, LIMITS) is None
+    without = replace(
+        shape, input_longest=4000, input_bins=tail_bins(CHAT.model_copy(update={"max": 4000}), 99)
+    )
+    with_late, none_late = (
+        queue_curve(r, op, [shape], LIMITS),
+        queue_curve(r, op, [without], LIMITS),
+    )
+    assert all(with_late.load(n) < none_late.load(n) for n in (1, 4, 16))
+
+    strict = replace(shape, miss_share=late)
+    blocker = ineligibility(r, op, strict, LIMITS)
+    assert blocker is not None and blocker.kind == "ttft"
+    assert "even unqueued" in blocker.message
+
+
+def test_short_prompts_wait_longer_than_the_tail_one():
+    """Held at each share's own budget, a pool carries at least what it carries when every
+    prompt must start within the p99 prompt's budget (the model before the bins)."""
+    r = _replica()
+    op = OperatingPoint("prefill", 0.05, 512)
+    shape = _shape(CHAT, 1.0)
+    at_tail = replace(shape, input_bins=())
+    binned, tail_only = queue_curve(r, op, [shape], LIMITS), queue_curve(r, op, [at_tail], LIMITS)
+    assert all(binned.load(n) >= tail_only.load(n) - 1e-12 for n in range(1, 33))
+    assert binned.load(2) > tail_only.load(2)
+
+
+def test_a_shared_pool_holds_every_class_to_its_own_budgets():
+    """Two classes in one pool: whatever their mix, the curve is no higher than either's own
+    (each class's miss share within its percentile), computed with the pool's longest service."""
+    r = _replica()
+    op = OperatingPoint("prefill", 0.05, 512)
+    chat = _shape(CHAT, 1.0)
+    docs = _shape(TokenDistribution(mean=3000, p50=2500, p90=6000, p99=9000), 3.0)
+    shared = queue_curve(r, op, [chat, docs], LIMITS)
+    for alone in (queue_curve(r, op, [chat], LIMITS), queue_curve(r, op, [docs], LIMITS)):
+        assert all(shared.load(n) <= alone.load(n) + 1e-12 for n in range(1, 33))
