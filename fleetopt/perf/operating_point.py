@@ -372,12 +372,16 @@ def wait_budgets_s(
     replica: Replica, op: OperatingPoint, shape: RequestShape
 ) -> tuple[tuple[float, float], ...]:
     """(upper probability, seconds a prompt may queue) for each of the class's length bins: a
-    short prompt may wait longer than a tail one before its TTFT breaks."""
+    short prompt may wait longer than a tail one before its TTFT breaks. Neighbouring bins
+    whose prompts take as many steps wait alike and are merged (a plain mean is one bin)."""
     assert shape.ttft_s is not None
-    bins = shape.input_bins or ((1.0, shape.input_tail),)
-    return tuple(
-        (p, shape.ttft_s - prompt_ttft_s(replica, op, shape, length)) for p, length in bins
-    )
+    budgets: list[tuple[float, float]] = []
+    for p, length in shape.input_bins or ((1.0, shape.input_tail),):
+        wait = shape.ttft_s - prompt_ttft_s(replica, op, shape, length)
+        if budgets and budgets[-1][1] == wait:
+            budgets.pop()
+        budgets.append((p, wait))
+    return tuple(budgets)
 
 
 def by_share(bins: tuple[tuple[float, float], ...]) -> Waits:

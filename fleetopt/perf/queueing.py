@@ -22,6 +22,8 @@ states the assumptions and measures them.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -195,13 +197,52 @@ def pool_curve(
     beyond the limit too: it never overstates g (checked where computed). Once g meets the
     ceiling (g(n) = n from some n on) it is exact from there."""
     limit = max(1, min(MAX_EXPANSION, max_replicas) if max_replicas else MAX_EXPANSION)
-    queues = tuple(dict.fromkeys((w, t, cv2) for w, t in targets))  # classes alike count once
-    pooled = _Pooled(queues, ceiling, (chunk_share, longest))
+    kept = _strictest(tuple(dict.fromkeys(targets)))
+    pooled = _Pooled(tuple((w, t, cv2) for w, t in kept), ceiling, (chunk_share, longest))
     if pooled.at(1) >= 1:
         return NO_QUEUEING  # one replica already reaches the ceiling
     size = next(n for n in range(1, limit + 1) if _tail_within(pooled, n, limit))
     increments = tuple(pooled.at(j) - pooled.at(j - 1) for j in range(1, size + 1))
     return PoolCurve(increments, pooled.marginal(size))
+
+
+def _strictest(targets: tuple[Target, ...]) -> tuple[Target, ...]:
+    """The targets that bind: one that another is at least as strict as everywhere carries no
+    less than that one at every n, so it never sets the least."""
+    kept: list[Target] = []
+    for i, target in enumerate(targets):
+        if not any(
+            _no_stricter(target, other) and (not _no_stricter(other, target) or j < i)
+            for j, other in enumerate(targets)
+            if j != i
+        ):
+            kept.append(target)
+    return tuple(kept)
+
+
+def _no_stricter(b: Target, a: Target) -> bool:
+    """b allows at least a's share of misses, and every share of b's requests may wait at least
+    as long as the same share of a's (their budgets compared at every bin end of either), so
+    b's largest load is at least a's."""
+    (waits_b, tail_b), (waits_a, tail_a) = b, a
+    if tail_b < tail_a:
+        return False
+    ends_b, ends_a = _ends(waits_b), _ends(waits_a)
+    return all(
+        _budget_at(waits_b, ends_b, p) >= _budget_at(waits_a, ends_a, p)
+        for p in sorted({*ends_b, *ends_a})
+    )
+
+
+def _ends(waits: Waits) -> list[float]:
+    """Where each bin ends, in share of requests."""
+    return list(itertools.accumulate(share for share, _ in waits))
+
+
+def _budget_at(waits: Waits, ends: list[float], p: float) -> float:
+    """The budget of the requests just below share p."""
+    k = bisect.bisect_left(ends, p - 1e-9)
+    return waits[min(k, len(waits) - 1)][1]
 
 
 class _Pooled:
@@ -229,6 +270,8 @@ class _Pooled:
         return values[n]
 
     def at(self, n: int) -> float:
+        if len(self.queues) == 1:
+            return self._of(0, n)
         return min(self._of(k, n) for k in range(len(self.queues)))
 
     def marginal(self, n: int) -> float:

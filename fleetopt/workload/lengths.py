@@ -93,7 +93,10 @@ def tail_bins(dist: TokenDistribution, percentile: float) -> tuple[tuple[float, 
             continue
         p = round(1 - miss * above, 12)
         length = sampler.quantile(p)
-        bins.append((p, min(length, tail) if above >= 1 else max(length, tail)))
+        length = min(length, tail) if above >= 1 else max(length, tail)
+        if bins and bins[-1][1] == length:  # one bin where the lengths are alike (a plain mean)
+            bins.pop()
+        bins.append((p, length))
     return tuple(bins)
 
 
