@@ -120,3 +120,19 @@ def test_sure_misses_spend_the_tail_first():
     sure = ((0.98, 5.0), (0.02, -0.1))
     assert max_load(8, sure, 0.01) == 0.0
     assert 0 < max_load(8, sure, 0.05) < max_load(8, ((1.0, 5.0),), 0.05)
+
+
+def test_a_pool_curve_is_the_least_of_its_classes_own():
+    """Two classes whose budgets cross (one with a sure-miss tail, one with none but less time
+    for most prompts): the pool carries the smaller of what each alone allows at every n, and
+    a third class no stricter than the first anywhere changes nothing."""
+    late = (((0.5, 6.0), (0.495, 2.0), (0.005, -1.0)), 0.01)
+    tight = (((1.0, 1.5),), 0.01)
+    looser = (((0.5, 8.0), (0.495, 2.0), (0.005, -1.0)), 0.02)
+    pooled = pool_curve((late, tight), 0.95)
+    alone = [pool_curve((t,), 0.95) for t in (late, tight)]
+    for n in range(1, 40):
+        least = min(curve.load(n) for curve in alone)
+        assert pooled.load(n) == pytest.approx(least, rel=1e-9, abs=1e-12), n
+    assert pool_curve((late, tight, looser), 0.95) == pooled
+    assert pool_curve((late, late), 0.95) == alone[0]
