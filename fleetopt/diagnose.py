@@ -77,7 +77,10 @@ def _explain(
             "cost model"
         )
     side = "prefill" if not prefill else "decode"
-    reasons = sorted({f"{r.kind}: {r.reason}" for r in rejections})[:3]
+    first: dict[str, str] = {}  # one reason of each kind, so no kind hides behind another
+    for r in sorted(rejections, key=lambda r: (r.kind, r.reason)):
+        first.setdefault(r.kind, r.reason)
+    reasons = [f"{kind}: {reason}" for kind, reason in sorted(first.items())]
     return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"
 
 
