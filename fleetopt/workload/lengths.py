@@ -51,25 +51,21 @@ class LengthSampler:
         second = np.sum(np.diff(q) * (low**2 + 2 * low * d / (g + 1) + d**2 / (2 * g + 1)))
         return float(second / self.mean**2 - 1)
 
-    def quantile(self, p: float) -> float:
-        """Length at probability p (0..1) of the quantile function the samples follow."""
+    def quantile(self, p):
+        """Length at probability p (a number or an array, 0..1): what `sample` draws from."""
         q, v = self.quantiles, self.values
         if len(v) == 1:
-            return float(v[0])
-        i = int(np.clip(np.searchsorted(q, p, side="right") - 1, 0, len(q) - 2))
+            return float(v[0]) if np.ndim(p) == 0 else np.full(np.shape(p), float(v[0]))
+        i = np.clip(np.searchsorted(q, p, side="right") - 1, 0, len(q) - 2)
         s = (p - q[i]) / (q[i + 1] - q[i])
-        return float(v[i] + (v[i + 1] - v[i]) * s**self.gamma)
+        lengths = v[i] + (v[i + 1] - v[i]) * s**self.gamma
+        return float(lengths) if np.ndim(lengths) == 0 else lengths
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n integer lengths (≥ 1 token)."""
         if len(self.values) == 1:
             return np.full(n, max(1, round(float(self.values[0]))), dtype=np.int64)
-        u = rng.random(n)
-        q, v = self.quantiles, self.values
-        i = np.clip(np.searchsorted(q, u, side="right") - 1, 0, len(q) - 2)
-        s = (u - q[i]) / (q[i + 1] - q[i])
-        lengths = v[i] + (v[i + 1] - v[i]) * s**self.gamma
-        return np.maximum(1, np.rint(lengths)).astype(np.int64)
+        return np.maximum(1, np.rint(self.quantile(rng.random(n)))).astype(np.int64)
 
 
 TAIL_GRID = (50, 20, 10, 5, 2, 1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01, 0)
