@@ -95,22 +95,8 @@ def test_cli_exit_3_one_line(tmp_path):
 def test_every_kind_of_blocker_is_named():
     """A TTFT the tail prompt misses on some points and a TPOT no step budget leaves room for on
     others: the explanation names both kinds, not the first three reasons of one."""
-    data = {
-        "name": "both-kinds",
-        "gpus": [{"type": "h100-sxm"}],
-        "models": [{"name": "llama-3.1-8b"}],
-        "workloads": [
-            {
-                "name": "chat",
-                "model": "llama-3.1-8b",
-                "requests_per_s": 10,
-                "input_tokens": {"mean": 900, "p50": 600, "p90": 2000, "p99": 3000},
-                "output_tokens": 200,
-                "slo": {"ttft_ms": 120, "tpot_ms": 50},
-            }
-        ],
-        "serving": {"modes": ["colocated"], "tensor_parallel": [1]},
-    }
+    data = analytic_instance(["h100-sxm"], ttft_ms=120, tpot_ms=50)
+    data["workloads"][0]["input_tokens"] = {"mean": 900, "p50": 600, "p90": 2000, "p99": 3000}
     text = _message(data)
     assert "chat: no config can prefill it within its targets" in text
     assert "tpot: " in text and "ttft: TTFT" in text
