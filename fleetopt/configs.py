@@ -344,8 +344,6 @@ def _analytic_configs(
         )
         if op.does_prefill:
             config.queue = queue_curve(replica, op, list(shapes.values()), limits)
-            if config.queue.tail_rate <= 0:  # the classes' long prompts together miss too often
-                continue
         for name, shape in shapes.items():
             lat = latency(replica, op, shape)
             config.ttft_s[name] = lat.ttft_s

@@ -1,14 +1,25 @@
-"""Small builders shared by the tests: inline instances as plain dicts, and a solve shortcut."""
+"""Small builders shared by the tests: inline instances as plain dicts, catalog replicas, and a
+solve shortcut."""
 
 from __future__ import annotations
 
 import copy
 import math
 
+from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog
 from fleetopt.errors import InfeasibleError
 from fleetopt.instance import parse_instance
+from fleetopt.perf.replica import Replica
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
+
+
+def catalog_replica(
+    model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1, dtype: str = "bf16"
+) -> Replica:
+    """A replica of a catalog model on a catalog GPU, weights and KV in `dtype`."""
+    spec = model_catalog()[model]
+    return Replica(Model(model, spec, dtype, dtype), Gpu(gpu, gpu_catalog()[gpu], None, None), tp)
 
 
 def analytic_instance(

@@ -9,7 +9,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog
 from fleetopt.instance import TokenDistribution
 from fleetopt.perf.operating_point import (
     Limits,
@@ -22,16 +21,11 @@ from fleetopt.perf.operating_point import (
     wait_budgets_s,
 )
 from fleetopt.perf.queueing import sure_misses
-from fleetopt.perf.replica import Replica
 from fleetopt.workload.lengths import sampler_for, tail_bins
+from tests.helpers import catalog_replica
 
 LIMITS = Limits(0.95, 256, 0.9)
 CHAT = TokenDistribution(mean=800, p50=500, p90=1800, p99=4000, max=8000)
-
-
-def _replica(model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1) -> Replica:
-    spec = model_catalog()[model]
-    return Replica(Model(model, spec, "bf16", "bf16"), Gpu(gpu, gpu_catalog()[gpu], None, None), tp)
 
 
 def _shape(dist: TokenDistribution, ttft_s: float, percentile: float = 99) -> RequestShape:
@@ -73,7 +67,7 @@ def test_bins_hold_the_percentile_length_and_reach_the_longest(percentile):
 def test_spread_prompts_cost_their_attention_by_hand():
     """Half the prompts 2,000 tokens, half 10,000: the mean compute is the mean of the two
     (the roofline's prompt compute is quadratic), more than the 6,000-token prompt's."""
-    r = _replica()
+    r = catalog_replica()
     mean, variance = 6000.0, 4000.0**2
     both = (r.prompt_compute_s(2000) + r.prompt_compute_s(10000)) / 2
     assert r.mean_prompt_compute_s(mean, variance / mean**2) == pytest.approx(both, rel=1e-12)
@@ -82,7 +76,7 @@ def test_spread_prompts_cost_their_attention_by_hand():
 
 def test_the_mean_prompt_cost_matches_sampled_prompts():
     """The class's prompt cost against 200,000 prompts drawn as the simulator draws them."""
-    r = _replica()
+    r = catalog_replica()
     long_context = TokenDistribution(mean=24000, p50=16000, p90=56000, p99=100000, max=120000)
     shape = _shape(long_context, 15.0)
     drawn = sampler_for(long_context).sample(np.random.default_rng(0), 200_000).astype(float)
@@ -95,7 +89,7 @@ def test_prompts_that_miss_unqueued_spend_the_tail_or_block_the_point():
     """A target the p99 prompt meets with time to spare, but the longest prompts not: their
     share is a sure miss. Under the 1% allowed the point carries the class, with less queue
     than its short prompts alone would give; at 1% or more it may not carry it, and says why."""
-    r = _replica()
+    r = catalog_replica()
     op = OperatingPoint("prefill", 0.05, 512)
     longest_ok = prompt_ttft_s(r, op, _shape(CHAT, 1.0), 4000)
     shape = _shape(CHAT, longest_ok * 1.2)
@@ -120,7 +114,7 @@ def test_prompts_that_miss_unqueued_spend_the_tail_or_block_the_point():
 def test_short_prompts_wait_longer_than_the_tail_one():
     """Held at each share's own budget, a pool carries at least what it carries when every
     prompt must start within the p99 prompt's budget (the model before the bins)."""
-    r = _replica()
+    r = catalog_replica()
     op = OperatingPoint("prefill", 0.05, 512)
     shape = _shape(CHAT, 1.0)
     at_tail = replace(shape, input_bins=())
@@ -132,7 +126,7 @@ def test_short_prompts_wait_longer_than_the_tail_one():
 def test_a_shared_pool_holds_every_class_to_its_own_budgets():
     """Two classes in one pool: whatever their mix, the curve is no higher than either's own
     (each class's miss share within its percentile), computed with the pool's longest service."""
-    r = _replica()
+    r = catalog_replica()
     op = OperatingPoint("prefill", 0.05, 512)
     chat = _shape(CHAT, 1.0)
     docs = _shape(TokenDistribution(mean=3000, p50=2500, p90=6000, p99=9000), 3.0)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from fleetopt.calibrate.observation import Observation
-from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog, resolve
+from fleetopt.catalog import resolve
 from fleetopt.instance import TokenDistribution, load_instance, parse_instance
 from fleetopt.perf.operating_point import (
     DECODE_STEP,
@@ -30,21 +30,16 @@ from fleetopt.perf.operating_point import (
     usage,
 )
 from fleetopt.perf.queueing import carried, pool_curve
-from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points, snap_down
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
 from fleetopt.verify import verify
 from fleetopt.workload.lengths import LengthSampler, sampler_for
+from tests.helpers import catalog_replica
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 LIMITS = Limits(0.95, 256, 0.9)
 SHAPE = RequestShape(900, 250, 2000, 500, 0.5, 0.03)
-
-
-def _replica(model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1, dtype="bf16"):
-    spec = model_catalog()[model]
-    return Replica(Model(model, spec, dtype, dtype), Gpu(gpu, gpu_catalog()[gpu], None, None), tp)
 
 
 def test_the_servers_load_turns_into_the_rows_load_by_hand():
@@ -56,7 +51,7 @@ def test_the_servers_load_turns_into_the_rows_load_by_hand():
 
 
 def test_prompts_count_in_the_mean_step_at_their_arrival_rate():
-    r = _replica()
+    r = catalog_replica()
     op = OperatingPoint("colocated", 0.02, 512, 0.03)
     use = usage(r, op, SHAPE)
     decode = 250 * (r.decode_s_per_token(900 + 125) + r.allreduce_s_per_token)
@@ -74,7 +69,7 @@ def test_prompts_count_in_the_mean_step_at_their_arrival_rate():
 
 
 def test_a_colocated_point_holds_its_tpot_on_the_step_with_a_full_chunk():
-    r = _replica()
+    r = catalog_replica()
     points = [p for p in candidate_points(r, "colocated", SHAPE, [256, 512, 2048], LIMITS)]
     carrying = [p for p in points if capacity(r, p, LIMITS)]
     assert carrying
@@ -102,7 +97,7 @@ def test_a_tighter_tpot_offers_no_point_a_looser_one_lacks(gpu):
     """The colocated points of a TPOT are a subset of every looser TPOT's, but for those of its
     own budget (off the grid) and of budgets whose chunk steps spend less than a quarter of the
     TTFT on the prompt (offered only as a class's own)."""
-    r = _replica(gpu=gpu, dtype="fp8")
+    r = catalog_replica(gpu=gpu, dtype="fp8")
     rng = np.random.default_rng(0)
     tpots = sorted(rng.uniform(0.03, 0.15, 12))
     chunks = [256, 1024, 2048]
@@ -147,7 +142,7 @@ def test_a_measured_mean_tpot_bounds_the_mean_step():
     obs = Observation("llama-3.1-8b", "h100-sxm", 1, "bf16", "bf16", 1000, 500, 5000, tpot_ms=20)
     shape = obs.shape()
     assert shape.mean_tpot
-    r = _replica()
+    r = catalog_replica()
     for op in candidate_points(r, "colocated", shape, [512], LIMITS):
         assert op.longest_step_s is None
         assert latency(r, op, shape).tpot_s == pytest.approx(op.step_s)
@@ -160,7 +155,7 @@ def test_trtllm_admits_no_more_sequences_than_the_cache_holds_whole():
         "llama-3.1-70b", "a100-80gb", 2, "bf16", "bf16", 128, 2048, 265.6,
         batch_rule="trtllm-bench", kv_cache_free_fraction=0.95,
     )  # fmt: skip
-    r = _replica("llama-3.1-70b", "a100-80gb", 2)
+    r = catalog_replica("llama-3.1-70b", "a100-80gb", 2)
     limits, _ = obs.engine(r)
     batch, _ = obs.trtllm_bench_settings(r)
     whole = r.kv_capacity_tokens(limits.gpu_memory_utilization) / (128 + 2048)

@@ -485,7 +485,7 @@ def queue_curve(
     share = chunk_extra_s(replica, op.chunk_tokens) / op.step_s if op.role == "colocated" else 0.0
     longest = chunk_step_s(replica, op) / op.step_s
     ceiling = limits.max_prefill_utilization
-    cv2 = max(s.service_cv2 for s in shapes if s.ttft_s is not None)
+    cv2 = max(s.service_cv2 for s in timed)
     return pool_curve(tuple(targets), ceiling, max_replicas, share, longest, cv2)
 
 
