@@ -72,6 +72,7 @@ def request_class(workload: Workload) -> RequestClass:
         output_longest=workload.output.longest,
         service_cv2=max(SERVICE_CV2, spread),
         input_cv2=spread,
+        output_cv2=sampler_for(workload.output).cv2,
         input_bins=tail_bins(workload.input, percentile),
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)

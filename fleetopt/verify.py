@@ -192,15 +192,16 @@ def _check_pool(
     if does_decode:
         seqs = sum(r * c.shape.output_mean * tau for c, r in load) / x
         context = sum(r * c.shape.output_mean * tau * c.shape.decode_context for c, r in load) / x
+        held = sum(r * c.shape.output_mean * tau * c.shape.reserved_tokens for c, r in load) / x
         # Slots and KV with the admission headroom of the routed classes (Erlang C on slots).
         headroom = admission_headroom(replica, op, [c.shape for c, _ in load], limits)
         if seqs > headroom * limits.max_num_seqs * (1 + REL_TOL):
             problems.append(
                 f"{seqs:.1f} sequences per replica > {headroom:.0%} of max_num_seqs {limits.max_num_seqs}"
             )
-        if context > headroom * kv_tokens * (1 + REL_TOL):
+        if held > headroom * kv_tokens * (1 + REL_TOL):
             problems.append(
-                f"{context:,.0f} KV tokens per replica > {headroom:.0%} of {kv_tokens:,.0f}"
+                f"{held:,.0f} KV tokens per replica > {headroom:.0%} of {kv_tokens:,.0f}"
             )
     # A prefill replica's step carries a full chunk; a colocated replica's mean step the
     # prompts that arrive in it, whose time it adds (the step is a sum: perf/replica.py).

@@ -191,6 +191,16 @@ def test_kv_admission_makes_requests_wait():
     assert roomy_run.first_s[1] < roomy_run.finish_s[0]
 
 
+def test_a_prompt_joins_the_replica_with_the_least_prefill_ahead():
+    """The router balances prefill work first, as the planner's one M/G/n queue per pool
+    assumes: a short prompt goes to the replica busy decoding a long answer (more outstanding
+    tokens, no prompt queued) rather than wait behind a long prompt on the other one."""
+    requests = _requests([0.0, 0.0, 0.05], [50, 3000, 100], [4000, 10, 10])
+    run = simulate(_colocated(replicas=2), _resolved(), requests)
+    assert run.first_s[2] < run.first_s[1]
+    assert run.first_s[2] - 0.05 < 0.1 * (run.first_s[1] - 0.0)
+
+
 def test_batch_limit_makes_requests_wait():
     requests = _requests([0.0, 0.0, 0.0], [100] * 3, [20] * 3)
     serial = simulate(_colocated(), _resolved(max_num_seqs=1), requests)

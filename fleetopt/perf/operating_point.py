@@ -78,6 +78,9 @@ class RequestShape:
     input_cv2: float = 0.0
     """Squared coefficient of variation of the prompt lengths (0: every prompt at the mean):
     the mean prompt's compute (`prompt_s`) counts the attention of their spread."""
+    output_cv2: float = 0.0
+    """Squared coefficient of variation of the output lengths (0: every output at the mean): a
+    long output stays in the batch longer, so the batch holds more than the mean context."""
     input_bins: tuple[tuple[float, float], ...] = ()
     """Prompt lengths by share of requests for the TTFT queue: (upper probability, length),
     each bin's requests at its longest length (workload/lengths.py `tail_bins`); empty: every
@@ -96,14 +99,18 @@ class RequestShape:
 
     @property
     def reserved_tokens(self) -> float:
-        """KV a sequence holds from admission to its end: its prompt and its whole output,
-        reserved up front so a running sequence is never preempted."""
-        return self.input_mean + self.output_mean
+        """KV a sequence in the batch holds, on average over the batch: its prompt and its
+        whole output, reserved at admission so a running sequence is never preempted. A
+        sequence stays O steps, so the batch weighs sequences by their output (Little's law
+        per length): E[O·(L + O)]/E[O] = L̄ + Ō·(1 + cv²_O), prompt and output independent."""
+        return self.input_mean + self.output_mean * (1 + self.output_cv2)
 
     @property
     def decode_context(self) -> float:
-        """Mean context of a sequence over its decode life: the prompt plus half the output."""
-        return self.input_mean + self.output_mean / 2
+        """Mean context of a sequence in the batch, which attention reads each step: its prompt
+        plus the output so far, weighed by output as above: E[O·(L + O/2)]/E[O]
+        = L̄ + Ō·(1 + cv²_O)/2 (the prompt plus half the output where outputs do not vary)."""
+        return self.input_mean + self.output_mean * (1 + self.output_cv2) / 2
 
 
 @dataclass(frozen=True)
@@ -218,7 +225,7 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
         if op.longest_step_s is not None:
             use[LONGEST_STEP] = batch
         use[BATCH] = out * op.step_s
-        use[KV] = out * op.step_s * ctx
+        use[KV] = out * op.step_s * shape.reserved_tokens
     if op.role == "prefill":
         use[KV_OUT] = shape.input_mean * replica.kv_bytes_per_token / 1e9
     if op.role == "decode":
@@ -340,8 +347,8 @@ def throughput_step_s(
     op = OperatingPoint(role, 1.0, chunk_tokens, longest_step_s)
     use = usage(replica, op, shape)
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    out, ctx = shape.output_mean, shape.decode_context
-    alpha = min(limits.max_num_seqs / out, kv_tokens / (out * ctx))
+    out = shape.output_mean
+    alpha = min(limits.max_num_seqs / out, kv_tokens / (out * shape.reserved_tokens))
     if role == "colocated":
         chunk_s = replica.chunk_compute_s(chunk_tokens)
         alpha = min(alpha, limits.max_prefill_utilization * chunk_s / use[PREFILL])
@@ -485,7 +492,7 @@ def queue_curve(
     share = chunk_extra_s(replica, op.chunk_tokens) / op.step_s if op.role == "colocated" else 0.0
     longest = chunk_step_s(replica, op) / op.step_s
     ceiling = limits.max_prefill_utilization
-    cv2 = max(s.service_cv2 for s in timed)
+    cv2 = max(s.service_cv2 for s in shapes)  # untimed prompts hold the servers as long
     return pool_curve(tuple(targets), ceiling, max_replicas, share, longest, cv2)
 
 

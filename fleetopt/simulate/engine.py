@@ -113,6 +113,7 @@ class _Engine:
         "coefficients",
         "decode_tokens",
         "ledger",
+        "prefill_backlog",
         "prefill_tokens",
         "queue_area",
         "queue_max",
@@ -132,6 +133,8 @@ class _Engine:
         self.busy = False
         self.backlog = 0
         """Outstanding tokens: prompt tokens to prefill + output tokens to decode."""
+        self.prefill_backlog = 0
+        """Prompt tokens not yet prefilled: the work ahead of a new prompt."""
         self.busy_s = self.queue_area = self.step_end = 0.0
         self.steps_run = self.batch_seqs = self.prefill_tokens = self.decode_tokens = 0
         self.queue_max = self.step_queue = 0
@@ -228,6 +231,8 @@ class BatchReplica(_Engine):
         ledger = self.ledger
         out = ledger.output_tokens[rid]
         self.backlog += ledger.input_tokens[rid] + out if self.prefills else out - 1
+        if self.prefills:
+            self.prefill_backlog += ledger.input_tokens[rid]
         if not self.busy:
             self._start(now)
 
@@ -297,6 +302,7 @@ class BatchReplica(_Engine):
                 prefilling, self.ledger, self.chunk_compute_s, self.completing
             )
             self.backlog -= tokens
+            self.prefill_backlog -= tokens
         n = self.n
         if not n and not tokens:
             self.busy = False
@@ -330,6 +336,7 @@ class PrefillReplica(_Engine):
     def arrive(self, now: float, rid: int) -> None:
         self.queue.append(rid)
         self.backlog += self.ledger.input_tokens[rid]
+        self.prefill_backlog += self.ledger.input_tokens[rid]
         if not self.busy:
             self._start(now)
 
@@ -350,6 +357,7 @@ class PrefillReplica(_Engine):
         for _ in self.batch:
             queue.popleft()
         self.backlog -= tokens
+        self.prefill_backlog -= tokens
         self.batch_seqs += prompts
         self._run_step(now, 0, 0, tokens, compute, len(queue))
 

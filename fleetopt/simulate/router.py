@@ -1,5 +1,5 @@
 """Routing as the plan says: a pool per request by the plan's route rates, then the replica of
-that pool with the least outstanding work.
+that pool with the least prefill work queued.
 
 A class's routes are colocated pools (phase `both`) and, when it is disaggregated, prefill and
 decode pools. A request takes a colocated pool with probability rate/total, or the
@@ -7,8 +7,10 @@ disaggregated path with the probability of the prefill routes' total; on that pa
 prefill pool and, independently, a decode pool, each in proportion to its routed rate. Pools
 are drawn for every request up front (vectorised, seeded).
 
-Within a pool the router joins the replica with the fewest outstanding tokens — prompt tokens
-still to prefill plus output tokens still to decode of the requests it holds — a
+Within a pool the router joins the replica with the fewest prompt tokens still to prefill — the
+work queued ahead of the new prompt, so the pool's replicas act as one queue, as the planner's
+M/G/n TTFT model assumes — and among equals (a decode pool: all) the one with the fewest
+outstanding tokens, prompt tokens to prefill plus output tokens to decode: a queue-aware,
 least-outstanding-work policy like a production LLM router's.
 """
 
@@ -69,13 +71,15 @@ def _draw(rng: np.random.Generator, options: list[tuple[int, float]], n: int) ->
 
 
 class HasBacklog(Protocol):
+    prefill_backlog: int
     backlog: int
 
 
 R = TypeVar("R", bound=HasBacklog)
-_backlog = attrgetter("backlog")
+_backlogs = attrgetter("prefill_backlog", "backlog")
 
 
 def least_loaded(replicas: Sequence[R]) -> R:
-    """The replica with the fewest outstanding tokens (the first of equals)."""
-    return min(replicas, key=_backlog)
+    """The replica with the fewest prompt tokens still to prefill, then the fewest outstanding
+    tokens (the first of equals)."""
+    return min(replicas, key=_backlogs)
