@@ -216,7 +216,7 @@ def perf(
     from fleetopt.configs import valid_tensor_parallel
     from fleetopt.errors import InfeasibleError
     from fleetopt.instance import GpuChoice, ModelChoice, Serving
-    from fleetopt.perf.calculator import replica_capacity
+    from fleetopt.perf.calculator import replica_capacity, why_none
     from fleetopt.perf.operating_point import Limits, RequestShape
     from fleetopt.perf.replica import Replica
 
@@ -245,10 +245,8 @@ def perf(
     replica = Replica(m, g, tp)
     result = replica_capacity(replica, role, shape, serving.chunk_tokens, limits, replicas)
     if result is None:
-        raise InfeasibleError(
-            f"{model} on {gpu} tp{tp} ({role}): no operating point holds a {input_tokens:,.0f} + "
-            f"{output_tokens:,.0f}-token sequence within the limits given"
-        )
+        why = why_none(replica, role, shape, serving.chunk_tokens, limits, replicas)
+        raise InfeasibleError(f"{model} on {gpu} tp{tp} ({role}): {why}")
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -367,6 +367,41 @@ def test_perf_unknown_name_names_the_option(option, value, known):
     assert known in line and "models[" not in line
 
 
+@pytest.mark.parametrize(
+    ("args", "said", "fix"),
+    [
+        (
+            ["--model", "llama-3.1-70b", "--gpu", "l4", "--tp", "2", "--weight-dtype", "fp8"],
+            "weights (71 GB) leave no room for a KV cache",
+            "raise --tp",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--gpu", "l4", "--input-tokens", "30000"],
+            "fewer than one 31,000-token sequence",
+            "raise --tp, or --kv-dtype fp8",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--gpu", "l4", "--ttft-ms", "200"],
+            "a 1,000-token prompt's first token takes at least",
+            "raise --ttft-ms",
+        ),
+        (
+            ["--model", "llama-3.1-8b", "--gpu", "l4", "--tpot-ms", "5", "--role", "decode"],
+            "a step of one sequence takes",
+            "raise --tpot-ms",
+        ),
+    ],
+)
+def test_perf_says_why_no_point_holds(args, said, fix):
+    """No operating point: which of the weights, one sequence's KV or a latency limit stops
+    it, with the best the replica does and the flag to change (exit 3)."""
+    given = {"--input-tokens": "1000", "--output-tokens": "1000"}
+    given.update(zip(args[::2], args[1::2], strict=True))
+    flags = [x for pair in given.items() for x in pair]
+    line = _assert_one_line_error(_run("perf", *flags), 3)
+    assert said in line and f"fix: {fix}" in line
+
+
 def _plan_file(tmp_path: Path, content: bytes) -> str:
     path = tmp_path / "plan.json"
     path.write_bytes(content)

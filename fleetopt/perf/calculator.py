@@ -13,8 +13,10 @@ from fleetopt.perf.operating_point import (
     LONGEST_STEP,
     PREFILL,
     Limits,
+    OperatingPoint,
     RequestShape,
     latency,
+    prompt_ttft_s,
 )
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import best_throughput
@@ -112,6 +114,69 @@ def replica_capacity(
         step_breakdown_ms=breakdown,
         pool_size=pool_size,
     )
+
+
+def why_none(
+    replica: Replica,
+    role: str,
+    shape: RequestShape,
+    chunks: list[int],
+    limits: Limits,
+    pool_size: int = 1,
+) -> str:
+    """Why `replica_capacity` found no point, with the fix (its flags): the weights, one
+    sequence's KV, or the latency limit that no point meets and the best the replica does."""
+    kv_bytes = replica.kv_capacity_bytes(limits.gpu_memory_utilization)
+    if kv_bytes <= 0:
+        room = (kv_bytes + replica.weight_bytes) / 1e9
+        return (
+            f"its weights ({replica.weight_bytes / 1e9:,.0f} GB) leave no room for a KV cache in "
+            f"the {room:,.0f} GB that {replica.tp} GPU(s) offer; fix: raise --tp"
+            + (", or a smaller --weight-dtype" if replica.model.weight_dtype != "fp4" else "")
+        )
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    longest = shape.longest_sequence(role != "prefill")
+    if kv_tokens < longest:
+        return (
+            f"its KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token "
+            "sequence; fix: raise --tp"
+            + (", or --kv-dtype fp8" if replica.model.kv_dtype == "bf16" else "")
+        )
+    blocking = [
+        flag
+        for flag, relaxed in (
+            ("--ttft-ms", replace(shape, ttft_s=None)),
+            ("--tpot-ms", replace(shape, tpot_s=None)),
+        )
+        if best_throughput(replica, role, relaxed, chunks, limits, pool_size) is not None
+    ]
+    if role != "decode" and shape.ttft_s is not None and "--tpot-ms" not in blocking:
+        fastest = min(  # an idle replica: every step at its floor plus the chunk
+            prompt_ttft_s(
+                replica, OperatingPoint(role, replica.floor_s, c), shape, shape.input_tail
+            )
+            for c in chunks
+        )
+        return (
+            f"no operating point meets --ttft-ms {shape.ttft_s * 1e3:,.0f}: a "
+            f"{shape.input_tail:,.0f}-token prompt's first token takes at least "
+            f"{fastest * 1e3:,.1f} ms even on an idle replica (the step in progress and its own "
+            "chunk steps); fix: raise --ttft-ms"
+        )
+    if role != "prefill" and shape.tpot_s is not None and "--ttft-ms" not in blocking:
+        chunk = min(chunks) if role == "colocated" else 0
+        fastest = replica.step_s(
+            decode_seqs=1,
+            decode_context_tokens=longest,
+            prefill_tokens=chunk,
+            prefill_compute_s=replica.chunk_compute_s(chunk) if chunk else 0.0,
+        )
+        beside = f" beside a {chunk:,}-token prompt chunk" if chunk else ""
+        return (
+            f"no operating point meets --tpot-ms {shape.tpot_s * 1e3:,.1f}: a step of one "
+            f"sequence{beside} takes {fastest * 1e3:,.1f} ms; fix: raise --tpot-ms"
+        )
+    return "no operating point meets --ttft-ms and --tpot-ms together; fix: raise either"
 
 
 def _breakdown(
