@@ -49,11 +49,35 @@ def test_seconds_and_a_class_column_sorted_by_time(tmp_path):
     assert requests.workload.tolist() == [0, 1]
 
 
+def test_reads_zoned_datetimes_and_the_burstgpt_layout(tmp_path):
+    """The Azure 2024 traces stamp times with a zone (times without one are UTC); BurstGPT
+    names its columns Timestamp, Request tokens, Response tokens; token counts may be written
+    as 12.0."""
+    zoned = (
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2024-05-10 00:00:00.009930+00:00,100,20\n"
+        "2024-05-10 02:00:01.5+02:00,200,30\n"
+        "2024-05-10 00:00:02.009930,300,40\n"
+    )
+    requests = load_trace(_write(tmp_path, zoned), ["chat"])
+    assert requests.arrival_s.tolist() == pytest.approx([0.0, 1.49007, 2.0])
+    assert requests.input_tokens.tolist() == [100, 200, 300]
+    burst = (
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472.0,18,490,Conversation log\n3,GPT-4,1087,229,1316,Conversation log\n"
+    )
+    requests = load_trace(_write(tmp_path, burst), ["chat"])
+    assert requests.arrival_s.tolist() == [0.0, 2.0]
+    assert requests.input_tokens.tolist() == [1087, 472]
+    assert requests.output_tokens.tolist() == [229, 18]
+
+
 @pytest.mark.parametrize(
     ("text", "where"),
     [
         (AZURE + "2023-11-16 18:15:52.0,12x,5\n", ":5: column ContextTokens: '12x'"),
         (AZURE + "2023-11-16 18:15:52.0,12,0\n", ":5: column GeneratedTokens: '0'"),
+        (AZURE + "2023-11-16 18:15:52.0,12.5,3\n", ":5: column ContextTokens: '12.5'"),
         (AZURE + "yesterday,12,3\n", ":5: column TIMESTAMP: 'yesterday'"),
         (AZURE + "2023-11-16 18:15:52.0,12\n", ":5: column GeneratedTokens: missing"),
         ("when,ContextTokens,GeneratedTokens\n1,2,3\n", ":1: no time column"),

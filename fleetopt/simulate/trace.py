@@ -1,15 +1,17 @@
 """Read a request trace CSV: arrival time, input tokens, output tokens, optional class.
 
 Columns are found by name, case-insensitively, so the public Azure LLM inference traces
-(TIMESTAMP, ContextTokens, GeneratedTokens) load as they are. Times are seconds (a number) or
-datetimes (`2023-11-16 18:15:46.6805900`); either way the trace is shifted to start at 0 and
-sorted by time. Every bad row is an InputError naming file:line and the column.
+(TIMESTAMP, ContextTokens, GeneratedTokens; 2023 and 2024) and BurstGPT (Timestamp, Request
+tokens, Response tokens) load as they are. Times are seconds (a number) or datetimes
+(`2023-11-16 18:15:46.6805900`, `2024-05-10 00:00:00.009930+00:00`; without a zone, UTC); either
+way the trace is shifted to start at 0 and sorted by time. Token counts are whole numbers (`12`
+or `12.0`). Every bad row is an InputError naming file:line and the column.
 """
 
 from __future__ import annotations
 
 import csv
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +20,24 @@ from fleetopt.errors import InputError
 from fleetopt.simulate.arrivals import Requests
 
 TIME = ("timestamp", "time", "arrival_time", "arrival_s", "timestamp_s")
-INPUT = ("contexttokens", "input_tokens", "prompt_tokens", "input")
-OUTPUT = ("generatedtokens", "output_tokens", "completion_tokens", "output")
+INPUT = (
+    "contexttokens",
+    "input_tokens",
+    "prompt_tokens",
+    "input",
+    "request tokens",
+    "input_length",
+)
+OUTPUT = (
+    "generatedtokens",
+    "output_tokens",
+    "completion_tokens",
+    "output",
+    "response tokens",
+    "output_length",
+)
 CLASS = ("class", "workload")
-EPOCH = datetime(1970, 1, 1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def load_trace(path: str | Path, workloads: list[str], assign: str | None = None) -> Requests:
@@ -45,8 +61,8 @@ def load_trace(path: str | Path, workloads: list[str], assign: str | None = None
     times, inputs, outputs, which = (np.array(c) for c in zip(*rows, strict=True))
     if len({type(t) for t in times.tolist()}) > 1:
         raise InputError(f"{path}: column {columns['time'][1]}: mixes seconds and datetimes")
-    if times.dtype == object:  # datetimes
-        times = np.array([(t - EPOCH).total_seconds() for t in times])
+    if times.dtype == object:  # datetimes; without a zone, UTC
+        times = np.array([(_utc(t) - EPOCH).total_seconds() for t in times])
     order = np.argsort(times, kind="stable")
     times = times[order] - times[order[0]]
     return Requests(
@@ -135,11 +151,16 @@ def _row(
     return time, _tokens(path, line, *cell("input")), _tokens(path, line, *cell("output")), which
 
 
+def _utc(t: datetime) -> datetime:
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
 def _tokens(path: Path, line: int, name: str, text: str) -> int:
     try:
-        value = int(text)
+        number = float(text)
     except ValueError:
-        value = 0
+        number = 0.0
+    value = int(number) if number.is_integer() else 0
     if value < 1:
         raise InputError(f"{path}:{line}: column {name}: {text!r} is not a whole number >= 1")
     return value
