@@ -288,8 +288,9 @@ class Workload(Strict):
     """Latency targets; absent = throughput only."""
     trace: str | None = None
     """Request log CSV, relative to the instance file: arrival time, prompt tokens, output tokens
-    (columns by name; the Azure LLM trace layout TIMESTAMP, ContextTokens, GeneratedTokens loads
-    as is). Its lengths replace input_tokens/output_tokens and are split into `buckets`."""
+    (columns by name, docs/latency.md "Requests"; the Azure LLM trace layout TIMESTAMP,
+    ContextTokens, GeneratedTokens and BurstGPT's load as they are). Its lengths replace
+    input_tokens/output_tokens and are split into `buckets`."""
     lengths: LengthData | None = None
     """Length mix as a histogram or CSV of (input_tokens, output_tokens, share), instead of
     input_tokens/output_tokens; split into `buckets`. Needs a rate."""
