@@ -51,8 +51,8 @@ def test_seconds_and_a_class_column_sorted_by_time(tmp_path):
 
 def test_reads_zoned_datetimes_and_the_burstgpt_layout(tmp_path):
     """The Azure 2024 traces stamp times with a zone (times without one are UTC); BurstGPT
-    names its columns Timestamp, Request tokens, Response tokens; token counts may be written
-    as 12.0."""
+    names its columns Timestamp, Request tokens, Response tokens, and logs failed requests with
+    no response tokens, which are left out and counted; token counts may be written as 12.0."""
     zoned = (
         "TIMESTAMP,ContextTokens,GeneratedTokens\n"
         "2024-05-10 00:00:00.009930+00:00,100,20\n"
@@ -65,8 +65,10 @@ def test_reads_zoned_datetimes_and_the_burstgpt_layout(tmp_path):
     burst = (
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
         "5,ChatGPT,472.0,18,490,Conversation log\n3,GPT-4,1087,229,1316,Conversation log\n"
+        "4,ChatGPT,300,0,300,Conversation log\n"
     )
     requests = load_trace(_write(tmp_path, burst), ["chat"])
+    assert "1 rows without output tokens left out" in requests.source
     assert requests.arrival_s.tolist() == [0.0, 2.0]
     assert requests.input_tokens.tolist() == [1087, 472]
     assert requests.output_tokens.tolist() == [229, 18]
@@ -76,7 +78,8 @@ def test_reads_zoned_datetimes_and_the_burstgpt_layout(tmp_path):
     ("text", "where"),
     [
         (AZURE + "2023-11-16 18:15:52.0,12x,5\n", ":5: column ContextTokens: '12x'"),
-        (AZURE + "2023-11-16 18:15:52.0,12,0\n", ":5: column GeneratedTokens: '0'"),
+        (AZURE + "2023-11-16 18:15:52.0,12,-3\n", ":5: column GeneratedTokens: '-3'"),
+        (AZURE + "2023-11-16 18:15:52.0,0,3\n", ":5: column ContextTokens: '0'"),
         (AZURE + "2023-11-16 18:15:52.0,12.5,3\n", ":5: column ContextTokens: '12.5'"),
         (AZURE + "yesterday,12,3\n", ":5: column TIMESTAMP: 'yesterday'"),
         (AZURE + "2023-11-16 18:15:52.0,12\n", ":5: column GeneratedTokens: missing"),

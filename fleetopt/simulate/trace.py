@@ -5,12 +5,15 @@ Columns are found by name, case-insensitively, so the public Azure LLM inference
 tokens, Response tokens) load as they are. Times are seconds (a number) or datetimes
 (`2023-11-16 18:15:46.6805900`, `2024-05-10 00:00:00.009930+00:00`; without a zone, UTC); either
 way the trace is shifted to start at 0 and sorted by time. Token counts are whole numbers (`12`
-or `12.0`). Every bad row is an InputError naming file:line and the column.
+or `12.0`); a row with no output tokens is a request that failed (BurstGPT logs them) and is
+left out, counted in the arrivals' description. Every bad row is an InputError naming
+file:line and the column.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,9 +58,11 @@ def load_trace(path: str | Path, workloads: list[str], assign: str | None = None
             raise InputError(f"{path}: empty trace")
         columns = _columns(path, header)
         default = _default_class(path, workloads, assign, "class" in columns)
-        rows = [_row(path, reader.line_num, row, columns, workloads, default) for row in reader]
+        read = [_row(path, reader.line_num, row, columns, workloads, default) for row in reader]
+    rows = [row for row in read if row[2] > 0]
     if not rows:
-        raise InputError(f"{path}: the trace has a header but no requests")
+        raise InputError(f"{path}: the trace has a header but no requests with output tokens")
+    failed = len(read) - len(rows)
     times, inputs, outputs, which = (np.array(c) for c in zip(*rows, strict=True))
     if len({type(t) for t in times.tolist()}) > 1:
         raise InputError(f"{path}: column {columns['time'][1]}: mixes seconds and datetimes")
@@ -71,7 +76,8 @@ def load_trace(path: str | Path, workloads: list[str], assign: str | None = None
         inputs[order].astype(np.int64),
         outputs[order].astype(np.int64),
         which[order].astype(np.int64),
-        f"trace {path.name}",
+        f"trace {path.name}"
+        + (f" ({failed:,} rows without output tokens left out)" if failed else ""),
     )
 
 
@@ -148,19 +154,19 @@ def _row(
                 f"({', '.join(workloads)})"
             )
         which = workloads.index(label)
-    return time, _tokens(path, line, *cell("input")), _tokens(path, line, *cell("output")), which
+    output = _tokens(path, line, *cell("output"), least=0)  # 0: a failed request, left out
+    return time, _tokens(path, line, *cell("input")), output, which
 
 
 def _utc(t: datetime) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def _tokens(path: Path, line: int, name: str, text: str) -> int:
+def _tokens(path: Path, line: int, name: str, text: str, least: int = 1) -> int:
     try:
         number = float(text)
     except ValueError:
-        number = 0.0
-    value = int(number) if number.is_integer() else 0
-    if value < 1:
-        raise InputError(f"{path}:{line}: column {name}: {text!r} is not a whole number >= 1")
-    return value
+        number = math.nan
+    if not number.is_integer() or number < least:
+        raise InputError(f"{path}:{line}: column {name}: {text!r} is not a whole number >= {least}")
+    return int(number)
