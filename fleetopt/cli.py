@@ -131,7 +131,8 @@ def solve(
     if budget is not None:
         objective = Objective(maximize="throughput", budget_per_hour=budget)
         instance = instance.model_copy(update={"objective": objective})
-    with progress(f"solving {instance.name}...", enabled=not verbose):
+    hint = "Ctrl-C or --time-limit stops early: docs/user-guide.md, Stopping early"
+    with progress(f"solving {instance.name}...", enabled=not verbose, hint=hint):
         options = SolveOptions(time_limit, mip_gap, threads, verbose, jobs=jobs or default_jobs())
         plan = plan_fleet(instance, options)
     render = {

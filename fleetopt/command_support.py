@@ -118,10 +118,17 @@ def _one_line(text: str) -> str:
 
 
 @contextmanager
-def progress(message: str, enabled: bool = True, every_s: float = 1.0) -> Iterator[None]:
+def progress(
+    message: str,
+    enabled: bool = True,
+    every_s: float = 1.0,
+    hint: str = "",
+    hint_after_s: float = 10.0,
+) -> Iterator[None]:
     """A one-line elapsed-time display on stderr while a long step runs, for a person at a
     terminal: nothing when stderr is not a terminal (pipes, CI) or when disabled. It writes to
-    a duplicate of the terminal's descriptor, since the solver interface captures stderr."""
+    a duplicate of the terminal's descriptor, since the solver interface captures stderr. After
+    `hint_after_s` the line adds `hint` (what the person can do about a long wait)."""
     stream = sys.stderr
     if not (enabled and stream.isatty()):
         yield
@@ -129,13 +136,20 @@ def progress(message: str, enabled: bool = True, every_s: float = 1.0) -> Iterat
     terminal = os.dup(stream.fileno())
     done = threading.Event()
     start = time.monotonic()
+    widest = 0
 
     def show(text: str) -> None:
         os.write(terminal, text.encode("utf-8", "replace"))
 
     def tick() -> None:
+        nonlocal widest
         while not done.wait(every_s):
-            show(f"\r{message} {time.monotonic() - start:,.0f} s")
+            elapsed = time.monotonic() - start
+            line = f"{message} {elapsed:,.0f} s"
+            if hint and elapsed >= hint_after_s:
+                line += f" ({hint})"
+            widest = max(widest, len(line))
+            show("\r" + line)
 
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
@@ -144,7 +158,7 @@ def progress(message: str, enabled: bool = True, every_s: float = 1.0) -> Iterat
     finally:
         done.set()
         ticker.join()
-        show("\r" + " " * (len(message) + 12) + "\r")
+        show("\r" + " " * widest + "\r")
         os.close(terminal)
 
 

@@ -37,6 +37,22 @@ def test_progress_ticks_on_a_terminal_even_while_stderr_is_captured(monkeypatch)
     assert shown.endswith("\r")  # the line is cleared at the end
 
 
+def test_a_long_wait_adds_the_hint(monkeypatch):
+    master, slave = pty.openpty()
+    monkeypatch.setattr(sys, "stderr", _Terminal(slave))
+    with progress("working...", every_s=0.05, hint="Ctrl-C stops", hint_after_s=0.12):
+        time.sleep(0.3)
+    shown = ""
+    while select.select([master], [], [], 0.2)[0]:
+        shown += os.read(master, 4096).decode()
+    os.close(master)
+    os.close(slave)
+    assert "\rworking... 0 s\r" in shown  # no hint yet
+    assert "\rworking... 0 s (Ctrl-C stops)" in shown
+    cleared = shown.rsplit("\r", 2)[-2]
+    assert cleared == " " * len("working... 0 s (Ctrl-C stops)")
+
+
 def test_progress_is_silent_off_a_terminal(capsys):
     with progress("working...", every_s=0.01):
         time.sleep(0.05)
