@@ -142,7 +142,7 @@ def why_none(
             "sequence; fix: raise --tp"
             + (", or --kv-dtype fp8" if replica.model.kv_dtype == "bf16" else "")
         )
-    blocking = [
+    freeing = [  # the limits without which some point would carry the request
         flag
         for flag, relaxed in (
             ("--ttft-ms", replace(shape, ttft_s=None)),
@@ -150,7 +150,7 @@ def why_none(
         )
         if best_throughput(replica, role, relaxed, chunks, limits, pool_size) is not None
     ]
-    if role != "decode" and shape.ttft_s is not None and "--tpot-ms" not in blocking:
+    if role != "decode" and shape.ttft_s is not None and "--tpot-ms" not in freeing:
         fastest = min(  # an idle replica: every step at its floor plus the chunk
             prompt_ttft_s(
                 replica, OperatingPoint(role, replica.floor_s, c), shape, shape.input_tail
@@ -163,7 +163,7 @@ def why_none(
             f"{fastest * 1e3:,.1f} ms even on an idle replica (the step in progress and its own "
             "chunk steps); fix: raise --ttft-ms"
         )
-    if role != "prefill" and shape.tpot_s is not None and "--ttft-ms" not in blocking:
+    if role != "prefill" and shape.tpot_s is not None and "--ttft-ms" not in freeing:
         chunk = min(chunks) if role == "colocated" else 0
         fastest = replica.step_s(
             decode_seqs=1,
