@@ -17,6 +17,7 @@ from fleetopt.configs import enumerate_configs
 from fleetopt.errors import InfeasibleError, InputError
 from fleetopt.instance import DecodePoint, PrefillPoint, parse_instance
 from fleetopt.perf.curves import CurveReplica, DecodePlane, PrefillCurve
+from fleetopt.simulate import poisson_report
 from fleetopt.simulate.simulator import pool_replicas
 from fleetopt.verify import verify
 
@@ -95,6 +96,43 @@ def test_colocated_curves_with_targets_plan_and_verify():
     assert verify(plan, resolve(parse_instance(copy.deepcopy(data)))) == []
     tpot_ms = data["workloads"][0]["slo"]["tpot_ms"]
     assert all(p.step_ms <= tpot_ms * (1 + 1e-9) for p in plan.pools)
+
+
+def test_a_grid_flat_in_batch_plans_and_simulates():
+    """A measured grid whose step does not grow with the batch at its longest context (noise,
+    or a kernel that hides it): the batch costs no step time there, which the best-throughput
+    step and the TPOT margin must take without dividing by it (a ZeroDivisionError until
+    2026-12-04), and the plan verifies and simulates."""
+    data = analytic_instance(
+        ["h100-sxm"], requests_per_s=20, input_tokens=1000, output_tokens=300, ttft_ms=1500
+    )
+    profile = _curves("colocated")
+    flat = {(1, 512): 8.0, (1, 4096): 20.0, (64, 512): 14.0, (64, 4096): 20.0}
+    profile["decode"] = [
+        {"batch": b, "context_tokens": c, "step_ms": ms} for (b, c), ms in flat.items()
+    ]
+    data["profiles"] = [profile]
+    plan = solve(data)
+    resolved = resolve(parse_instance(copy.deepcopy(data)))
+    assert verify(plan, resolved) == []
+    report = poisson_report(plan, resolved, count=2_000, seed=0)
+    assert report["workloads"][0]["requests"] > 0
+
+
+def test_a_measured_decode_pool_beside_an_analytic_prefill_pool_simulates():
+    """Only decode is measured: the prefill pool uses the analytic model and the decode pool's
+    curves have no prefill part, which the simulator must not ask for (an AttributeError until
+    2026-12-04)."""
+    data = _disaggregated(5.0, 500, 100)
+    data["profiles"] = [_curves("decode")]
+    plan = solve(data)
+    resolved = resolve(parse_instance(copy.deepcopy(data)))
+    kinds = {
+        p.role: type(r) for p, r in zip(plan.pools, pool_replicas(plan, resolved), strict=True)
+    }
+    assert kinds["decode"] is CurveReplica and kinds["prefill"] is not CurveReplica
+    report = poisson_report(plan, resolved, count=2_000, seed=0)
+    assert report["workloads"][0]["requests"] > 0
 
 
 def test_prefill_curve_never_beats_its_neighbours():

@@ -197,10 +197,11 @@ def capacity_gap(replica: Replica, op: OperatingPoint) -> str:
     if op.longest_step_s is not None and op.role == "colocated":
         full = floor + chunk_extra_s(replica, op.chunk_tokens)
         if full >= op.longest_step_s:
+            weights = replica.weight_read_s  # 0 for measured curves, whose steps include it
+            of_which = f" (weights {weights * ms:,.1f} ms)" if weights > 0 else ""
             return (
                 f"a step with a {op.chunk_tokens:,}-token prefill chunk takes at least "
-                f"{full * ms:,.1f} ms (weights {replica.weight_read_s * ms:,.1f} ms), more than "
-                f"the {op.longest_step_s * ms:,.1f} ms TPOT"
+                f"{full * ms:,.1f} ms{of_which}, more than the {op.longest_step_s * ms:,.1f} ms TPOT"
             )
     return (
         f"a step budget of {op.step_s * ms:,.1f} ms leaves nothing after the fixed time and the "
@@ -352,7 +353,7 @@ def throughput_step_s(
     if role == "colocated":
         chunk_s = replica.chunk_compute_s(chunk_tokens)
         alpha = min(alpha, limits.max_prefill_utilization * chunk_s / use[PREFILL])
-        if longest_step_s is not None:
+        if longest_step_s is not None and use[LONGEST_STEP] > 0:  # measured: a batch may be free
             left = longest_step_s - replica.floor_s
             alpha = min(alpha, (left - chunk_extra_s(replica, chunk_tokens)) / use[LONGEST_STEP])
     return replica.floor_s + alpha * use[DECODE_STEP]
@@ -461,6 +462,8 @@ def with_latency_margins(
         budget = caps[resource] * op.step_s  # S: step time left for the batch
         beta = {n: usages[n][resource] / shapes[n].output_mean for n in usages}
         root = math.sqrt(budget * max(beta.values()))
+        if root <= 0:  # the batch takes no step time (a measured grid flat in batch size)
+            continue
         caps[resource] -= z * root / (2 * op.step_s)
         if caps[resource] <= 0:
             return None

@@ -127,6 +127,8 @@ class _Run:
         transfer = np.zeros(n)
         for index, replica in enumerate(perf):
             mine = choice.entry == index
+            if not mine.any():  # a decode pool (its measured curves may have no prefill)
+                continue
             per_token[mine] = replica.prefill_s_per_token(prompt[mine].astype(float))
             for target in np.unique(choice.decode[mine & (choice.decode != NO_POOL)]):
                 pair = mine & (choice.decode == target)
