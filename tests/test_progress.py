@@ -22,31 +22,36 @@ class _Terminal:
         return self._fd
 
 
-def test_progress_ticks_on_a_terminal_even_while_stderr_is_captured(monkeypatch):
+def _on_a_terminal(monkeypatch, run) -> str:
+    """What `run(monkeypatch)` shows on a terminal standing in for stderr."""
     master, slave = pty.openpty()
     monkeypatch.setattr(sys, "stderr", _Terminal(slave))
-    with progress("working...", every_s=0.05), open(os.devnull, "w") as captured:
-        monkeypatch.setattr(sys, "stderr", captured)  # as the solver interface does
-        time.sleep(0.3)
+    run(monkeypatch)
     shown = ""
     while select.select([master], [], [], 0.2)[0]:
         shown += os.read(master, 4096).decode()
     os.close(master)
     os.close(slave)
+    return shown
+
+
+def test_progress_ticks_on_a_terminal_even_while_stderr_is_captured(monkeypatch):
+    def run(monkeypatch) -> None:
+        with progress("working...", every_s=0.05), open(os.devnull, "w") as captured:
+            monkeypatch.setattr(sys, "stderr", captured)  # as the solver interface does
+            time.sleep(0.3)
+
+    shown = _on_a_terminal(monkeypatch, run)
     assert "\rworking... 0 s" in shown
     assert shown.endswith("\r")  # the line is cleared at the end
 
 
 def test_a_long_wait_adds_the_hint(monkeypatch):
-    master, slave = pty.openpty()
-    monkeypatch.setattr(sys, "stderr", _Terminal(slave))
-    with progress("working...", every_s=0.05, hint="Ctrl-C stops", hint_after_s=0.12):
-        time.sleep(0.3)
-    shown = ""
-    while select.select([master], [], [], 0.2)[0]:
-        shown += os.read(master, 4096).decode()
-    os.close(master)
-    os.close(slave)
+    def run(_) -> None:
+        with progress("working...", every_s=0.05, hint="Ctrl-C stops", hint_after_s=0.12):
+            time.sleep(0.3)
+
+    shown = _on_a_terminal(monkeypatch, run)
     assert "\rworking... 0 s\r" in shown  # no hint yet
     assert "\rworking... 0 s (Ctrl-C stops)" in shown
     cleared = shown.rsplit("\r", 2)[-2]
