@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fleetopt.catalog import model_catalog
 from fleetopt.cli import main
 from fleetopt.explain import explain
-from fleetopt.instance import load_instance
+from fleetopt.explain.sizing import average_workload
+from fleetopt.instance import load_instance, parse_instance
+from tests.helpers import analytic_instance
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
@@ -54,6 +57,29 @@ def test_the_rule_misplaces_gpus_per_class_and_phase(both):
 def test_one_class_rule_matches_its_own_sizing():
     ex = explain(load_instance(INSTANCES / "azure-code-70b.yaml"))
     assert all(s.over_gpus == pytest.approx(0, abs=1e-9) for r in ex.rules for s in r.shares)
+
+
+def test_the_average_request_fits_the_context():
+    """One class has the longest prompts, another the longest outputs: together the two
+    maxima exceed the model's context (an input error until 2026-12-04, though the instance
+    solves), so the average request's output tail shrinks to fit, not below its mean."""
+    documents = {"mean": 8000, "p50": 6000, "p90": 16000, "p99": 24000, "max": 30000}
+    stories = {"mean": 1500, "p50": 1000, "p90": 3000, "p99": 6000, "max": 8000}
+    data = analytic_instance(
+        ["h100-sxm"], requests_per_s=2, ttft_ms=None, tpot_ms=None, model="mistral-7b"
+    )
+    data["workloads"][0].update(input_tokens=documents, output_tokens=200)
+    data["workloads"].append({**data["workloads"][0], "name": "stories"})
+    data["workloads"][1].update(input_tokens=200, output_tokens=stories)
+    instance = parse_instance(data)
+    context = model_catalog()["mistral-7b"].max_context
+    assert 30000 + 8000 > context >= max(30000 + 200, 200 + 8000)
+    average = average_workload("mistral-7b", instance, context)
+    assert average.input.longest == 30000
+    assert average.output.longest == context - 30000
+    assert average.output.mean == pytest.approx((200 + 1500) / 2)
+    (rule,) = explain(instance).rules
+    assert rule.gpus > 0
 
 
 def test_cli_table_and_json():

@@ -216,7 +216,8 @@ def _rule(
     classes = [c for c in config_set.classes if c.model == model]
     if not classes:
         return None
-    average = average_workload(model, resolved.instance)
+    context = resolved.models[model].spec.max_context
+    average = average_workload(model, resolved.instance, context)
     only = resolved.instance.model_copy(update={"workloads": [average]})
     average_set = enumerate_configs(resolve(only))
     total = average.rate
@@ -276,23 +277,29 @@ def _shares(
     return shares
 
 
-def average_workload(model: str, instance: Instance) -> Workload:
+def average_workload(model: str, instance: Instance, max_context: float = math.inf) -> Workload:
     """One request standing for all of a model's classes: request-weighted mean lengths, the
-    longest tails and the tightest targets (so its configs meet every class's latency)."""
+    longest tails and the tightest targets (so its configs meet every class's latency). The
+    longest prompt of one class and the longest output of another may not fit the model's
+    context together: then the output's tail, and if need be the prompt's, shrink to fit, no
+    shorter than their means."""
     mine = [w for w in instance.workloads if w.model == model]
     total = sum(w.rate for w in mine)
     slos = [w.slo for w in mine if w.slo is not None]
     percentile = max((s.percentile for s in slos), default=99.0)
-
-    def mixed(lengths) -> TokenDistribution:
-        dists = [lengths(w) for w in mine]
-        if len(dists) == 1:  # one class is its own average request, spread and all
-            return dists[0]
-        return TokenDistribution(
-            mean=sum(w.rate * d.mean for w, d in zip(mine, dists, strict=True)) / total,
-            p99=max(d.at_percentile(percentile) for d in dists),
-            max=max(d.longest for d in dists),
+    if len(mine) == 1:  # one class is its own average request, spread and all
+        inputs, outputs = mine[0].input, mine[0].output
+    else:
+        rates = [w.rate for w in mine]
+        prompts, answers = [w.input for w in mine], [w.output for w in mine]
+        prompt_mean, answer_mean = _mean(prompts, rates), _mean(answers, rates)
+        longest_prompt = max(d.longest for d in prompts)
+        answer_top = max(
+            answer_mean, min(max(d.longest for d in answers), max_context - longest_prompt)
         )
+        prompt_top = max(prompt_mean, min(longest_prompt, max_context - answer_top))
+        inputs = _tails(prompt_mean, prompts, percentile, prompt_top)
+        outputs = _tails(answer_mean, answers, percentile, answer_top)
 
     def tightest(field: str) -> float | None:
         values = [getattr(s, field) for s in slos if getattr(s, field) is not None]
@@ -303,7 +310,19 @@ def average_workload(model: str, instance: Instance) -> Workload:
         name=AVERAGE,
         model=model,
         requests_per_s=total,
-        input_tokens=mixed(lambda w: w.input),
-        output_tokens=mixed(lambda w: w.output),
+        input_tokens=inputs,
+        output_tokens=outputs,
         slo=slo if slos else None,
     )
+
+
+def _mean(dists: list[TokenDistribution], rates: list[float]) -> float:
+    return sum(r * d.mean for r, d in zip(rates, dists, strict=True)) / sum(rates)
+
+
+def _tails(
+    mean: float, dists: list[TokenDistribution], percentile: float, longest: float
+) -> TokenDistribution:
+    """The mean, and the longest of the classes' tails up to `longest`."""
+    tail = max(d.at_percentile(percentile) for d in dists)
+    return TokenDistribution(mean=mean, p99=min(longest, tail), max=longest)
