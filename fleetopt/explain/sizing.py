@@ -277,7 +277,7 @@ def _shares(
     return shares
 
 
-def average_workload(model: str, instance: Instance, max_context: float = math.inf) -> Workload:
+def average_workload(model: str, instance: Instance, max_context: float) -> Workload:
     """One request standing for all of a model's classes: request-weighted mean lengths, the
     longest tails and the tightest targets (so its configs meet every class's latency). The
     longest prompt of one class and the longest output of another may not fit the model's

@@ -16,6 +16,7 @@ from fleetopt.perf.operating_point import (
     OperatingPoint,
     RequestShape,
     latency,
+    memory_blocker,
     prompt_ttft_s,
 )
 from fleetopt.perf.replica import Replica
@@ -134,13 +135,9 @@ def why_none(
             f"the {room:,.0f} GB that {replica.tp} GPU(s) offer; fix: raise --tp"
             + (", or a smaller --weight-dtype" if replica.model.weight_dtype != "fp4" else "")
         )
-    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    longest = shape.longest_sequence(role != "prefill")
-    if kv_tokens < longest:
-        return (
-            f"its KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token "
-            "sequence; fix: raise --tp"
-            + (", or --kv-dtype fp8" if replica.model.kv_dtype == "bf16" else "")
+    if blocker := memory_blocker(replica, shape, role != "prefill", limits):
+        return f"its {blocker.message}; fix: raise --tp" + (
+            ", or --kv-dtype fp8" if replica.model.kv_dtype == "bf16" else ""
         )
     freeing = [  # the limits without which some point would carry the request
         flag
@@ -167,7 +164,7 @@ def why_none(
         chunk = min(chunks) if role == "colocated" else 0
         fastest = replica.step_s(
             decode_seqs=1,
-            decode_context_tokens=longest,
+            decode_context_tokens=shape.longest_sequence(True),
             prefill_tokens=chunk,
             prefill_compute_s=replica.chunk_compute_s(chunk) if chunk else 0.0,
         )

@@ -287,17 +287,26 @@ class Blocker:
     message: str
 
 
-def ineligibility(
-    replica: Replica, op: OperatingPoint, shape: RequestShape, limits: Limits
+def memory_blocker(
+    replica: Replica, shape: RequestShape, decodes: bool, limits: Limits
 ) -> Blocker | None:
-    """Why the point may not serve the class, or None if it may."""
+    """Why the replica's KV cache cannot hold the class's longest sequence, or None."""
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    longest = shape.longest_sequence(op.does_decode)
+    longest = shape.longest_sequence(decodes)
     if kv_tokens < longest:
         return Blocker(
             "memory",
             f"KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token sequence",
         )
+    return None
+
+
+def ineligibility(
+    replica: Replica, op: OperatingPoint, shape: RequestShape, limits: Limits
+) -> Blocker | None:
+    """Why the point may not serve the class, or None if it may."""
+    if blocker := memory_blocker(replica, shape, op.does_decode, limits):
+        return blocker
     lat = latency(replica, op, shape)
     if (
         shape.ttft_s is not None
