@@ -59,6 +59,7 @@ def request_class(workload: Workload) -> RequestClass:
     slo = workload.slo
     percentile = slo.percentile if slo else 99.0
     spread = sampler_for(workload.input).cv2
+    outputs = sampler_for(workload.output)
     shape = RequestShape(
         input_mean=workload.input.mean,
         output_mean=workload.output.mean,
@@ -72,7 +73,8 @@ def request_class(workload: Workload) -> RequestClass:
         output_longest=workload.output.longest,
         service_cv2=max(SERVICE_CV2, spread),
         input_cv2=spread,
-        output_cv2=sampler_for(workload.output).cv2,
+        output_cv2=outputs.cv2,
+        output_steps=outputs.shares(),
         input_bins=tail_bins(workload.input, percentile),
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)

@@ -15,15 +15,17 @@ Little's law gives the sequences in flight: n_c = r_c · output_c · step_s.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from fleetopt.perf.batch_noise import batch_variance_ratio
 from fleetopt.perf.queueing import (
     NO_QUEUEING,
     SERVICE_CV2,
     PoolCurve,
     Waits,
-    max_load,
+    max_load_between,
     pool_curve,
     sure_misses,
 )
@@ -85,6 +87,9 @@ class RequestShape:
     """Prompt lengths by share of requests for the TTFT queue: (upper probability, length),
     each bin's requests at its longest length (workload/lengths.py `tail_bins`); empty: every
     prompt at `input_tail`."""
+    output_steps: tuple[tuple[float, float], ...] = ()
+    """The output lengths as (share of requests, length) for the batch's swings
+    (perf/batch_noise.py); empty: every output at `output_mean`."""
     mean_tpot: bool = False
     """The TPOT is a measured mean (a benchmark's mean TPOT), which the mean step meets, not a
     target every request must meet, which a colocated point holds on its longest step."""
@@ -96,6 +101,10 @@ class RequestShape:
     def longest_sequence(self, decodes: bool) -> float:
         prompt = max(self.input_longest, self.input_tail)
         return prompt + (max(self.output_longest, self.output_tail) if decodes else 0.0)
+
+    @property
+    def output_mix(self) -> tuple[tuple[float, float], ...]:
+        return self.output_steps or ((1.0, self.output_mean),)
 
     @property
     def reserved_tokens(self) -> float:
@@ -214,14 +223,11 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
     prompt's compute and all-reduce count in the mean step at the rate prompts arrive: steps
     carry partial chunks or none, and the step time is linear in what they carry."""
     use: dict[str, float] = {}
-    comm = replica.allreduce_s_per_token
     if op.does_prefill:
         use[PREFILL] = shape.prompt_s(replica)
     if op.does_decode:
-        ctx = shape.decode_context
         out = shape.output_mean
-        batch = out * (replica.decode_s_per_token(ctx) + comm)
-        prompt = use[PREFILL] + shape.input_mean * comm if op.role == "colocated" else 0.0
+        batch, prompt = step_work_s(replica, op, shape)
         use[DECODE_STEP] = batch + prompt
         if op.longest_step_s is not None:
             use[LONGEST_STEP] = batch
@@ -232,6 +238,16 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
     if op.role == "decode":
         use[KV_IN] = shape.input_mean * replica.kv_bytes_per_token / 1e9
     return use
+
+
+def step_work_s(replica: Replica, op: OperatingPoint, shape: RequestShape) -> tuple[float, float]:
+    """Step time one request of the class adds on a decoding replica: (its decode steps' share
+    of the batch, its prompt's compute and all-reduce where the replica prefills it too)."""
+    comm = replica.allreduce_s_per_token
+    batch = shape.output_mean * (replica.decode_s_per_token(shape.decode_context) + comm)
+    if op.role != "colocated":
+        return batch, 0.0
+    return batch, shape.prompt_s(replica) + shape.input_mean * comm
 
 
 @dataclass(frozen=True)
@@ -409,25 +425,125 @@ def by_share(bins: tuple[tuple[float, float], ...]) -> Waits:
 
 def admission_headroom(
     replica: Replica, op: OperatingPoint, shapes: list[RequestShape], limits: Limits
-) -> float:
-    """Share of a replica's batch slots and KV cache that sequences may fill on average.
+) -> list[float]:
+    """Each class's share of a replica's batch slots and KV cache its sequences may fill on
+    average, were it alone; in a mix each class's sequences count 1/h of a slot
+    (`admitted_usage`), between the single-class points.
 
-    Each slot is a server and a sequence holds one for its whole decode, so admission is an
-    M/M/S queue (S slots, service = the output's steps); requests should not wait more than
-    one step for a slot beyond the miss share. Erlang C gives the largest mean occupancy
-    (perf/queueing.py); with S in the hundreds it is ~85–90%, with a few dozen long-context
-    sequences much less. The least of the classes' slot counts and outputs is used (the mix is
-    unknown here). Classes without latency targets may wait for a slot: no headroom for them."""
-    shapes = [s for s in shapes if s.ttft_s is not None or s.tpot_s is not None]
-    if not shapes:
-        return 1.0
+    Each slot is a server and a sequence holds one for its whole decode, so admission is a
+    queue of S slots (service = the output's steps); requests should not wait more than one
+    step for a slot beyond the miss share. With a fixed step the batch is a Poisson count and
+    Erlang C (M/M/S) gives the largest mean occupancy: with S in the hundreds ~85–90%. The step
+    grows with the batch and the prompts, which swings the batch F times as widely
+    (perf/batch_noise.py); such a queue behaves as S/F slots at 1/F of the load (the
+    Halfin–Whitt scale, the same (S − n̄)/√(F·n̄)), so the headroom is F·load(S/F)/S, F the
+    class's own at the most a replica carries of it alone (`_alone`). The slots, the wait (one
+    step of the longest output) and the miss share are the strictest of the classes the replica
+    may carry: they share one queue. Classes without latency targets may wait for a slot:
+    headroom 1."""
+    timed = [s for s in shapes if s.ttft_s is not None or s.tpot_s is not None]
+    if not timed:
+        return [1.0] * len(shapes)
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    slots = min(limits.max_num_seqs, *(int(kv_tokens // s.reserved_tokens) for s in shapes))
-    longest = max(s.output_mean for s in shapes)
-    tail = min(s.miss_share for s in shapes)
+    slots = min(limits.max_num_seqs, *(int(kv_tokens // s.reserved_tokens) for s in timed))
     if slots < 1:
-        return 0.0
-    return max_load(slots, ((1.0, 1 / longest),), tail) / slots
+        return [0.0 if s in timed else 1.0 for s in shapes]
+    waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
+    tail = min(s.miss_share for s in timed)
+
+    def at(shape: RequestShape, rate: float) -> float:
+        swing = batch_swing(replica, op, [(shape, rate)])
+        return swing * max_load_between(slots / swing, waits, tail) / slots
+
+    return [_alone(replica, op, s, limits, at) if s in timed else 1.0 for s in shapes]
+
+
+SWING_BISECTIONS = 8
+
+
+def _alone(
+    replica: Replica,
+    op: OperatingPoint,
+    shape: RequestShape,
+    limits: Limits,
+    headroom_at: Callable[[RequestShape, float], float],
+) -> float:
+    """The headroom h of a replica carrying this class alone at the most it can: the rate is
+    the lesser of its other rows' bound (the mean step, the step with a chunk, prefill
+    compute) and the slots' (and KV's) at h, and the headroom is that rate's, so h = g(h), g
+    decreasing (a higher rate swings wider). If the headroom at the other rows' bound leaves
+    them binding, that is h; otherwise h is the fixed point, bisected between that headroom
+    and the slots' bound (the lower end is kept: conservative)."""
+    use = usage(replica, op, shape)
+    others = {k: v for k, v in capacity(replica, op, limits).items() if k not in (BATCH, KV)}
+    by_rows = max_rate(others, use)[0]
+    if not math.isfinite(by_rows):
+        return headroom_at(shape, 0.0)
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+
+    def by_slots(h: float) -> float:
+        return min(
+            limits.max_num_seqs / admitted_usage(replica, op, shape, h, BATCH, limits),
+            kv_tokens / admitted_usage(replica, op, shape, h, KV, limits),
+        )
+
+    low, high = headroom_at(shape, by_rows), 1.0
+    if by_slots(low) >= by_rows:  # at that headroom the other rows bind before the slots
+        return low
+    if headroom_at(shape, by_slots(high)) >= high:
+        return high
+    for _ in range(SWING_BISECTIONS):
+        mid = (low + high) / 2
+        low, high = (mid, high) if headroom_at(shape, by_slots(mid)) >= mid else (low, mid)
+    return low
+
+
+def admitted_usage(
+    replica: Replica,
+    op: OperatingPoint,
+    shape: RequestShape,
+    headroom: float,
+    resource: str,
+    limits: Limits,
+) -> float:
+    """What one request/s of the class takes of the slots (BATCH) or the KV cache (KV) with
+    its admission headroom h, counting its sequences at the replica's mean step τ̄, not the
+    budget τ. The step is a sum linear in its load, τ̄ = f/(1 − Σ r·w) (f the floor, w a
+    request's step work), so n̄/h ≤ S for n̄ = Σ r·O·τ̄ is the linear row
+    Σ r·(f·O/h + S·w) ≤ S, with S the slots (or the KV tokens, each sequence counting its
+    reserved tokens). The mean-step row keeps τ̄ ≤ τ, so this is never looser than counting at
+    τ. A measured step with no fixed part counts at τ."""
+    per_seq = 1.0 if resource == BATCH else shape.reserved_tokens
+    whole = (
+        float(limits.max_num_seqs)
+        if resource == BATCH
+        else replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    )
+    sequences = shape.output_mean * per_seq / headroom
+    if replica.floor_s <= 0:
+        return sequences * op.step_s
+    return sequences * replica.floor_s + whole * sum(step_work_s(replica, op, shape))
+
+
+def batch_swing(
+    replica: Replica, op: OperatingPoint, loads: list[tuple[RequestShape, float]]
+) -> float:
+    """Var/mean of a replica's batch at these per-replica rates (perf/batch_noise.py): the
+    shares of the step its batch and its prompts take, the classes' outputs mixed by rate."""
+    total = sum(r for _, r in loads)
+    if total <= 0:
+        return 1.0
+    batch_share = prompt_share = second = 0.0
+    outputs: list[tuple[float, float]] = []
+    for shape, rate in loads:
+        batch, prompt = step_work_s(replica, op, shape)
+        batch_share += rate * batch
+        prompt_share += rate * prompt
+        second += rate * shape.input_mean**2 * (1 + shape.input_cv2)
+        outputs += [(rate / total * share, length) for share, length in shape.output_mix]
+    mean_prompt = sum(r * s.input_mean for s, r in loads) / total
+    prompt_cv2 = second / total / mean_prompt**2 - 1 if mean_prompt > 0 else 0.0
+    return batch_variance_ratio(outputs, batch_share, prompt_share, prompt_cv2)
 
 
 def step_quantile(shapes: list[RequestShape]) -> float | None:
@@ -447,7 +563,8 @@ def with_latency_margins(
     """The point's capacities and usages with the margins that hold latency percentiles, not
     only means (docs/latency.md); None if no margin leaves room to carry anything.
 
-    - Admission: batch slots and KV keep Erlang C headroom (`admission_headroom`).
+    - Admission: each class's sequences count 1/h of a slot and of their KV, h its Erlang C
+      headroom (`admission_headroom`), at the mean step the load gives (`admitted_usage`).
     - TPOT: sequences in flight fluctuate around their Little's-law mean n like a Poisson count,
       so a step's batch-dependent time Σ n_c·β_c has variance Σ n_c·β_c². The step must fit τ
       at the class percentile: Σ n_c·β_c + z·√(Σ n_c·β_c²) ≤ S, S the step time left for the
@@ -460,9 +577,12 @@ def with_latency_margins(
     usages = {name: dict(use) for name, use in usages.items()}
     if not op.does_decode:
         return caps, usages
-    headroom = admission_headroom(replica, op, list(shapes.values()), limits)
-    caps[BATCH] *= headroom
-    caps[KV] *= headroom
+    headrooms = admission_headroom(replica, op, list(shapes.values()), limits)
+    for (name, shape), headroom in zip(shapes.items(), headrooms, strict=True):
+        if headroom <= 0:
+            return None
+        for resource in (BATCH, KV):
+            usages[name][resource] = admitted_usage(replica, op, shape, headroom, resource, limits)
     z = step_quantile(list(shapes.values()))
     if z is None or z <= 0:
         return caps, usages

@@ -82,6 +82,16 @@ def max_load(servers: int, waits: Waits, tail: float, cv2: float = SERVICE_CV2) 
     return _largest_load(servers, (waits, tail, cv2), 0.0, float(servers))
 
 
+def max_load_between(servers: float, waits: Waits, tail: float) -> float:
+    """`max_load` at a fractional number of servers: linear between the whole numbers either
+    side (0 servers carry nothing)."""
+    whole = math.floor(servers)
+    low = max_load(whole, waits, tail) if whole >= 1 else 0.0
+    if servers == whole:
+        return low
+    return low + (servers - whole) * (max_load(whole + 1, waits, tail) - low)
+
+
 def _largest_load(
     servers: int, queue: tuple[Waits, float, float], low: float, high: float
 ) -> float:

@@ -94,6 +94,8 @@ class Counters:
     busy_s: float
     steps: int
     batch_seqs: int
+    batch_square: int
+    """Σ over steps of the step's sequences squared: the batch's spread."""
     prefill_tokens: int
     decode_tokens: int
     queue_area: float
@@ -107,6 +109,7 @@ class _Engine:
     __slots__ = (
         "backlog",
         "batch_seqs",
+        "batch_square",
         "busy",
         "busy_s",
         "clock",
@@ -136,7 +139,8 @@ class _Engine:
         self.prefill_backlog = 0
         """Prompt tokens not yet prefilled: the work ahead of a new prompt."""
         self.busy_s = self.queue_area = self.step_end = 0.0
-        self.steps_run = self.batch_seqs = self.prefill_tokens = self.decode_tokens = 0
+        self.steps_run = self.batch_seqs = self.batch_square = 0
+        self.prefill_tokens = self.decode_tokens = 0
         self.queue_max = self.step_queue = 0
 
     def _run_step(
@@ -169,6 +173,7 @@ class _Engine:
             self.busy_s - rest,
             self.steps_run,
             self.batch_seqs,
+            self.batch_square,
             self.prefill_tokens,
             self.decode_tokens,
             self.queue_area - self.step_queue * rest,
@@ -308,6 +313,7 @@ class BatchReplica(_Engine):
             self.busy = False
             return
         self.batch_seqs += n + prompts
+        self.batch_square += (n + prompts) ** 2
         queue = len(self.waiting) + len(prefilling) - prompts
         self._run_step(now, n, self.ctx, tokens, compute, queue)
 
@@ -359,6 +365,7 @@ class PrefillReplica(_Engine):
         self.backlog -= tokens
         self.prefill_backlog -= tokens
         self.batch_seqs += prompts
+        self.batch_square += prompts**2
         self._run_step(now, 0, 0, tokens, compute, len(queue))
 
 

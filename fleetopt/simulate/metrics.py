@@ -7,6 +7,8 @@ arrival, so neither the filling nor the draining of the fleet counts.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fleetopt.plan import Plan
@@ -109,6 +111,8 @@ def _pool(plan: Plan, outcome: Outcome, index: int) -> dict:
     span = end - start
     steps = sum(c.steps for c in counters)
     busy = sum(c.busy_s for c in counters)
+    mean_batch = sum(c.batch_seqs for c in counters) / steps if steps else None
+    square = sum(c.batch_square for c in counters)
     return {
         "pool": index,
         "model": pool.model,
@@ -120,7 +124,8 @@ def _pool(plan: Plan, outcome: Outcome, index: int) -> dict:
         "planned_utilization": pool.utilization,
         "step_ms": pool.step_ms,
         "mean_step_ms": busy / steps * 1e3 if steps else None,
-        "mean_batch": sum(c.batch_seqs for c in counters) / steps if steps else None,
+        "mean_batch": mean_batch,
+        "batch_sd": math.sqrt(max(0.0, square / steps - mean_batch**2)) if steps else None,
         "queue_mean": sum(c.queue_area for c in counters) / (span * len(counters))
         if span > 0
         else None,

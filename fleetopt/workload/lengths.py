@@ -61,6 +61,14 @@ class LengthSampler:
         lengths = v[i] + (v[i + 1] - v[i]) * s**self.gamma
         return float(lengths) if np.ndim(lengths) == 0 else lengths
 
+    def shares(self, count: int = 16) -> tuple[tuple[float, float], ...]:
+        """The lengths as `count` equal shares of requests, each at its middle quantile (empty
+        for a single length)."""
+        if len(self.values) == 1:
+            return ()
+        middles = self.quantile((np.arange(count) + 0.5) / count)
+        return tuple((1 / count, float(length)) for length in middles)
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n integer lengths (≥ 1 token)."""
         if len(self.values) == 1:
