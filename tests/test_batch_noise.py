@@ -13,9 +13,17 @@ from fleetopt.configs import request_class
 from fleetopt.instance import load_instance
 from fleetopt.perf.batch_noise import batch_variance_ratio
 from fleetopt.perf.curves import replica_for
-from fleetopt.perf.operating_point import OperatingPoint, batch_swing
+from fleetopt.perf.operating_point import (
+    Limits,
+    OperatingPoint,
+    RequestShape,
+    admission_headroom,
+    batch_swing,
+)
+from fleetopt.perf.queueing import max_load
 from fleetopt.pipeline import plan_fleet
 from fleetopt.simulate import poisson_report
+from tests.helpers import catalog_replica
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
@@ -75,3 +83,31 @@ def test_the_predicted_spread_matches_the_simulated_batch():
     mean, spread = simulated["mean_batch"], simulated["batch_sd"]
     assert spread > 1.5 * math.sqrt(mean)  # not a Poisson count
     assert math.sqrt(swing * mean) == pytest.approx(spread, rel=0.2)
+
+
+LIMITS = Limits(max_prefill_utilization=0.9, max_num_seqs=256, gpu_memory_utilization=0.9)
+CHAT = RequestShape(1000, 300, 1000, 300, ttft_s=1.5, tpot_s=0.15)
+BULK = RequestShape(1000, 300, 1000, 300, ttft_s=None, tpot_s=None)
+
+
+def test_the_headroom_shrinks_as_the_step_feeds_back():
+    """The same slots and wait: on a decode point whose step is mostly its batch's (a long
+    step budget over a small fixed part) the batch swings wider than where the fixed part
+    dominates, so less of the slots may be filled; both under the Poisson headroom."""
+    replica = catalog_replica("llama-3.1-8b", "h100-sxm")
+    tight, loose = (OperatingPoint("decode", tau, 0) for tau in (0.012, 0.060))
+    (h_tight,) = admission_headroom(replica, tight, [CHAT], LIMITS)
+    (h_loose,) = admission_headroom(replica, loose, [CHAT], LIMITS)
+    poisson = max_load(LIMITS.max_num_seqs, ((1.0, 1 / CHAT.output_mean),), 0.01) / 256
+    assert 0 < h_loose < h_tight < poisson < 1
+
+
+def test_a_class_without_targets_keeps_the_headroom_beside_one_with_targets():
+    """They share one first-come-first-served admission queue: untimed sequences filling every
+    slot would make the timed class wait (a random instance's p99.9 class met its targets for
+    97.5% of requests that way). Alone, untimed classes fill every slot."""
+    replica = catalog_replica("llama-3.1-8b", "h100-sxm")
+    op = OperatingPoint("decode", 0.030, 0)
+    assert admission_headroom(replica, op, [BULK], LIMITS) == [1.0]
+    chat, bulk = admission_headroom(replica, op, [CHAT, BULK], LIMITS)
+    assert chat < 1 and bulk < 1

@@ -438,16 +438,17 @@ def admission_headroom(
     (perf/batch_noise.py); such a queue behaves as S/F slots at 1/F of the load (the
     Halfin–Whitt scale, the same (S − n̄)/√(F·n̄)), so the headroom is F·load(S/F)/S, F the
     class's own at the most a replica carries of it alone (`_alone`). The slots, the wait (one
-    step of the longest output) and the miss share are the strictest of the classes the replica
-    may carry: they share one queue. Classes without latency targets may wait for a slot:
-    headroom 1."""
+    step of the longest output) and the miss share are the strictest of the latency-bound
+    classes the replica may carry. They share one queue, first come first served, so a class
+    without latency targets beside them keeps the same headroom (its sequences would fill the
+    slots the others wait for); only a replica of such classes alone fills every slot."""
     timed = [s for s in shapes if s.ttft_s is not None or s.tpot_s is not None]
     if not timed:
         return [1.0] * len(shapes)
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
     slots = min(limits.max_num_seqs, *(int(kv_tokens // s.reserved_tokens) for s in timed))
     if slots < 1:
-        return [0.0 if s in timed else 1.0 for s in shapes]
+        return [0.0] * len(shapes)
     waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
     tail = min(s.miss_share for s in timed)
 
@@ -455,7 +456,7 @@ def admission_headroom(
         swing = batch_swing(replica, op, [(shape, rate)])
         return swing * max_load_between(slots / swing, waits, tail) / slots
 
-    return [_alone(replica, op, s, limits, at) if s in timed else 1.0 for s in shapes]
+    return [_alone(replica, op, s, limits, at) for s in shapes]
 
 
 SWING_BISECTIONS = 8
