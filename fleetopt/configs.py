@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Profile, Workload
 from fleetopt.perf.curves import replica_for, replica_limits, uncovered
@@ -248,10 +250,40 @@ def drop_dominated(configs: list[Config]) -> list[Config]:
         ).append(config)
     kept = []
     for group in groups.values():
-        for config in group:
-            if not any(other is not config and _dominates(other, config) for other in group):
+        rivals = _no_larger_shares(group)
+        for j, config in enumerate(group):
+            if not any(i != j and _dominates(group[i], config) for i in rivals[j]):
                 kept.append(config)
     return kept
+
+
+def _no_larger_shares(group: list[Config]) -> list[np.ndarray]:
+    """For each config, the configs of its group with its resources that carry every class it
+    carries at no larger a share of any resource: `_dominates`'s share test, for a whole group
+    at once (a class not carried counts as an infinite share), so that the exact test runs on
+    these few pairs, not on every pair (groups of hundreds of configs over tens of classes)."""
+    rows: dict[tuple[str, ...], list[int]] = {}
+    for j, config in enumerate(group):
+        rows.setdefault(tuple(sorted(config.capacity)), []).append(j)
+    rivals: list[np.ndarray] = [np.empty(0, dtype=int)] * len(group)
+    for resources, members in rows.items():
+        classes = sorted({c for j in members for c in group[j].usage})
+        shares = np.array(
+            [
+                [
+                    group[j].usage[c].get(r, 0.0) / group[j].capacity[r]
+                    if c in group[j].usage
+                    else math.inf
+                    for c in classes
+                    for r in resources
+                ]
+                for j in members
+            ]
+        ).reshape(len(members), -1)
+        index = np.array(members)
+        for row, j in enumerate(members):
+            rivals[j] = index[(shares <= shares[row] * (1 + 1e-12)).all(axis=1)]
+    return rivals
 
 
 def _dominates(a: Config, b: Config) -> bool:
@@ -259,14 +291,14 @@ def _dominates(a: Config, b: Config) -> bool:
     (its queueing curve nowhere below b's), ties broken by key."""
     if set(a.capacity) != set(b.capacity) or not set(b.usage) <= set(a.usage):
         return False
-    if not _curve_at_least(a.queue, b.queue):
-        return False
     shares = [
         (a.usage[c].get(r, 0.0) / a.capacity[r], b.usage[c].get(r, 0.0) / b.capacity[r])
         for c in b.usage
         for r in a.capacity
     ]
     if any(sa > sb * (1 + 1e-12) for sa, sb in shares):
+        return False
+    if not _curve_at_least(a.queue, b.queue):  # the costlier check, where the shares pass
         return False
     strictly = (
         any(sa < sb * (1 - 1e-12) for sa, sb in shares)

@@ -13,6 +13,7 @@ from fleetopt.perf.queueing import (
     NO_QUEUEING,
     PoolCurve,
     Waits,
+    carried,
     erlang_c,
     max_load,
     pool_curve,
@@ -136,3 +137,33 @@ def test_a_pool_curve_is_the_least_of_its_classes_own():
         assert pooled.load(n) == pytest.approx(least, rel=1e-9, abs=1e-12), n
     assert pool_curve((late, tight, looser), 0.95) == pooled
     assert pool_curve((late, late), 0.95) == alone[0]
+
+
+COLOCATED = [
+    ((late_, tight_), share, longest)
+    for late_, tight_ in [
+        ((((0.5, 6.0), (0.495, 2.0), (0.005, -1.0)), 0.01), (((1.0, 1.5),), 0.01)),
+        ((((1.0, 0.4),), 0.05), (((0.9, 12.0), (0.1, 3.0)), 0.001)),
+    ]
+    for share, longest in [(0.0, math.inf), (0.3, 2.5), (1.2, 1.6)]
+]
+
+
+@pytest.mark.parametrize(("targets", "share", "longest"), COLOCATED)
+def test_a_mixed_colocated_curve_is_conservative_and_within_one_percent(targets, share, longest):
+    """Two classes on colocated replicas (chunked prompts, `carried`): the curve never overstates
+    g(n) = min(n, the least of the classes' carried f(n)/u) and is within 1% of it up to the
+    expansion limit. The expansion computes g(n) past its end only where a chord bound cannot
+    decide (`_Pooled.above`); this checks the rule on every n."""
+    u = 0.9
+
+    def exact(n: int) -> float:
+        return min(n, *(carried(n, max_load(n, w, t), share, longest) / u for w, t in targets))
+
+    curve = pool_curve(targets, u, chunk_share=share, longest=longest)
+    assert len(curve.increments) > 1  # queueing bites: the curve is not a line
+    for n in range(1, 3 * MAX_EXPANSION):
+        value = exact(n)
+        assert curve.load(n) <= value * (1 + 1e-9), n
+        if n <= MAX_EXPANSION:
+            assert curve.load(n) >= value * (1 - LINEAR_WITHIN) - 1e-9, n

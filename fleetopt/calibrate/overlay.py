@@ -10,14 +10,14 @@ import yaml
 from pydantic import ValidationError
 
 from fleetopt.errors import InputError
-from fleetopt.instance import Efficiency, describe_validation_error
+from fleetopt.instance import SAFE_LOADER, Efficiency, describe_validation_error
 
 
 def read_overlay(path: str | Path) -> dict[str, Efficiency]:
     """GPU type -> efficiency factors; every failure is one InputError naming the file."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except OSError as exc:
         raise InputError(f"calibration: cannot read {path} ({exc.strerror})") from None
     except yaml.YAMLError as exc:

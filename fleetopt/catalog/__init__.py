@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from fleetopt.calibrate.overlay import read_overlay
 from fleetopt.errors import InputError
 from fleetopt.instance import (
+    SAFE_LOADER,
     Efficiency,
     GpuChoice,
     GpuSpec,
@@ -24,7 +25,7 @@ from fleetopt.instance import (
 
 @cache
 def _read(name: str) -> dict:
-    return yaml.safe_load(resources.files(__package__).joinpath(name).read_text())
+    return yaml.load(resources.files(__package__).joinpath(name).read_text(), Loader=SAFE_LOADER)
 
 
 @cache

@@ -267,6 +267,7 @@ class _Pooled:
         """queues: (waits, tail share, service cv²) of each class, for `pool_load`."""
         self.queues, self.ceiling, self.chunks = queues, ceiling, chunks
         self.values: list[list[float]] = [[0.0] for _ in queues]
+        self.far: dict[tuple[int, int], float] = {}
 
     def _of(self, k: int, n: int) -> float:
         """Class k's f(n)/u, or inf past the ceiling (where g(n) = n)."""
@@ -278,6 +279,46 @@ class _Pooled:
             busy = pool_load(last + 1, self.queues[k])
             values.append(carried(last + 1, busy, *self.chunks) / self.ceiling)
         return values[n]
+
+    def _far(self, k: int, n: int) -> float:
+        """Class k's f(n)/u on its own, without the values below it (inf past the ceiling)."""
+        if self._known(k, n):
+            return self._of(k, n)
+        if (k, n) not in self.far:
+            waits, tail, cv2 = self.queues[k]
+            busy = max_load(n, waits, tail, cv2)
+            value = carried(n, busy, *self.chunks) / self.ceiling
+            self.far[k, n] = math.inf if value >= n else value
+        return self.far[k, n]
+
+    def _known(self, k: int, n: int) -> bool:
+        values = self.values[k]
+        last = len(values) - 1
+        return n <= last or (last > 0 and values[last] >= last)
+
+    def known(self, n: int) -> bool:
+        """Every class's f(n)/u is at hand (computed, or past its ceiling)."""
+        return all(self._known(k, n) for k in range(len(self.queues)))
+
+    def above(self, n: int, limit: int) -> float:
+        """An upper bound on g(n), n ≤ limit, that computes no value below n: each class's
+        f(n)/u where known, else the chord from its last known value to its value at the
+        limit: f/u is convex and, below n at both ends, below n in between, so g = f/u there
+        and the chord lies above it (past the ceiling at the limit, n is the bound)."""
+        bound = float(n)
+        for k, values in enumerate(self.values):
+            if self._known(k, n):
+                bound = min(bound, self._of(k, n))
+                continue
+            last, end = len(values) - 1, self._far(k, limit)
+            if math.isfinite(end):
+                chord = values[last] + (end - values[last]) * (n - last) / (limit - last)
+                bound = min(bound, chord)
+        return bound
+
+    def at_limit(self, limit: int) -> float:
+        """g(limit), each class's value computed on its own."""
+        return min(limit, *(self._far(k, limit) for k in range(len(self.queues))))
 
     def at(self, n: int) -> float:
         if len(self.queues) == 1:
@@ -312,13 +353,21 @@ def carried(servers: int, busy: float, chunk_share: float, longest: float) -> fl
 def _tail_within(pooled: _Pooled, size: int, limit: int) -> bool:
     """The line f(size)/u + Δ·(n − size), capped at n, is within LINEAR_WITHIN below g(n) for
     every n up to `limit`, and below f(n)/u wherever f is computed (convexity, checked). Once
-    the line is within LINEAR_WITHIN of n and rises at least that fast, every later n passes."""
+    the line is within LINEAR_WITHIN of n and rises at least that fast, every later n passes.
+    Where the line is that close to an upper bound on g(n) (`_Pooled.above`), g(n) itself is
+    not computed: past the expansion, f is wanted only where the bound cannot decide."""
     start = pooled.at(size)
     rate = pooled.marginal(size)
+    if size < limit and min(limit, start + rate * (limit - size)) < pooled.at_limit(limit) * (
+        1 - LINEAR_WITHIN
+    ):
+        return False  # the line drifts furthest from g at the limit: the usual miss, found first
     for n in range(size + 1, limit + 1):
         line = start + rate * (n - size)
         if rate >= 1 - LINEAR_WITHIN and line >= n * (1 - LINEAR_WITHIN):
             return True
+        if not pooled.known(n) and min(n, line) >= pooled.above(n, limit) * (1 - LINEAR_WITHIN):
+            continue
         pool = pooled.at(n)
         if line > pool * (1 + 1e-12) or min(n, line) < min(n, pool) * (1 - LINEAR_WITHIN):
             return False
