@@ -23,12 +23,19 @@ docs/latency.md, "Batch swings", measures it against the simulator.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-GRID = 128
-"""Frequencies the integral is evaluated at, log-spaced in ω·Ō from 1e-4·a to π·Ō."""
+GRID = 192
+"""Frequencies the integral is evaluated at, log-spaced in ω·Ō from LOWEST to π·Ō."""
+LOWEST = 1e-8
+"""The grid's lowest ω·Ō, far below the resonance width a (the fixed share of the step) of any
+replica with a batch worth sizing: below it the integrand is flat, taken as a box. One grid
+serves every (κ, ρ), so the outputs' spectra are computed once per length mix (`_spectra`):
+against a 20,000-point grid from 1e-10 the integral is within 0.7% (0.1% on average) over
+random mixes, κ and ρ, as the grid placed by a was."""
 
 
 def batch_variance_ratio(
@@ -46,30 +53,44 @@ def batch_variance_ratio(
     return _ratio(key, round(batch_share, 4), round(prompt_share, 4), round(prompt_cv2, 3))
 
 
-@lru_cache(maxsize=65536)
-def _ratio(outputs: tuple[tuple[float, float], ...], kappa: float, rho: float, cv2: float) -> float:
+@dataclass(frozen=True)
+class _Spectra:
+    """What the integrand takes from the output lengths alone, on the grid."""
+
+    mean: float  # Ō, in steps
+    omega: np.ndarray
+    e: np.ndarray  # e^{−iω}
+    memory: np.ndarray  # Ñ(ω) = E[Σ_{j=1..O} e^{−iωj}]
+    memory2: np.ndarray  # |Ñ(ω)|²
+    own: np.ndarray  # E|Σ_{j≤O} e^{−iωj}|²
+    cos: np.ndarray  # cos ω
+    dlog: np.ndarray  # the trapezoid's steps in ln ω
+
+
+@lru_cache(maxsize=4096)
+def _spectra(outputs: tuple[tuple[float, float], ...]) -> _Spectra:
     weights = np.array([w for w, _ in outputs])
     steps = np.maximum(1.0, np.array([o for _, o in outputs]))
     mean = float(weights @ steps)
-    fixed = 1.0 - kappa - rho
-    if fixed <= 1e-9:
-        return float("inf")  # the step grows faster than the batch it serves: no steady state
-    # ω from far below the resonance width a/Ō to π; trapezoid in ln ω, and [0, ω₀] as a box
-    omega = np.geomspace(1e-4 * min(fixed, 1.0) / mean, np.pi, GRID)
+    omega = np.geomspace(LOWEST / mean, np.pi, GRID)
     e = np.exp(-1j * omega)
-    ratio = np.exp(-1j * np.outer(steps, omega))  # e^{−iωO} per length
-    stay = e * (1 - ratio) / (1 - e)  # Σ_{j=1..O} e^{−iωj}
-    memory = weights @ stay  # Ñ(ω)
-    own = weights @ np.abs(stay) ** 2  # E|Σ_{j≤O} e^{−iωj}|²
-    memory2 = np.abs(memory) ** 2
-    noise = (
-        np.abs(1 - rho * e) ** 2 * own
-        + memory2 * rho**2 * (1 + cv2)
-        + 2 * rho * memory2 * (np.cos(omega) - rho)
+    stay = e * (1 - np.exp(-1j * np.outer(steps, omega))) / (1 - e)  # Σ_{j=1..O} e^{−iωj}
+    memory, own = weights @ stay, weights @ np.abs(stay) ** 2
+    return _Spectra(
+        mean, omega, e, memory, np.abs(memory) ** 2, own, np.cos(omega), np.diff(np.log(omega))
     )
-    density = noise / np.abs(1 - kappa / mean * memory - rho * e) ** 2
-    spread = density * omega
-    integral = density[0] * omega[0] + float(
-        np.sum((spread[1:] + spread[:-1]) / 2 * np.diff(np.log(omega)))
+
+
+@lru_cache(maxsize=65536)
+def _ratio(outputs: tuple[tuple[float, float], ...], kappa: float, rho: float, cv2: float) -> float:
+    if 1.0 - kappa - rho <= 1e-9:
+        return float("inf")  # the step grows faster than the batch it serves: no steady state
+    s = _spectra(outputs)
+    noise = np.abs(1 - rho * s.e) ** 2 * s.own + s.memory2 * (
+        rho**2 * (1 + cv2) + 2 * rho * (s.cos - rho)
     )
-    return integral / np.pi / mean
+    density = noise / np.abs(1 - kappa / s.mean * s.memory - rho * s.e) ** 2
+    spread = density * s.omega
+    # trapezoid in ln ω, and [0, ω₀] as a box
+    integral = density[0] * s.omega[0] + float(np.sum((spread[1:] + spread[:-1]) / 2 * s.dlog))
+    return integral / np.pi / s.mean
