@@ -3,6 +3,7 @@ rule's error, on the instances derived from the Azure 2023 traces."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from fleetopt.cli import main
 from fleetopt.explain import explain
 from fleetopt.explain.sizing import average_workload
 from fleetopt.instance import load_instance, parse_instance
+from fleetopt.report.explain import to_table
 from tests.helpers import analytic_instance
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -89,3 +91,17 @@ def test_cli_table_and_json():
     assert "prefill tok/s" in table.output and "GPU-s per s" in table.output
     data = json.loads(CliRunner().invoke(main, ["explain", path, "--format", "json"]).output)
     assert {"demand", "needs", "rules", "over_gpus", "plan_gpus"} <= set(data)
+
+
+def test_cli_takes_the_solver_limits(both):
+    """explain solves the instance: --time-limit and --mip-gap bound that solve as in `solve`,
+    and a plan stopped short of its proof says so beside the rule it is compared with."""
+    path = str(INSTANCES / "azure-conv-70b.yaml")
+    args = ["explain", path, "--mip-gap", "0.05", "--time-limit", "60", "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["plan_status"] == "optimal" and data["plan_mip_gap"] <= 0.05
+    assert "stopped" not in to_table(both)
+    stopped = dataclasses.replace(both, plan_status="feasible", plan_mip_gap=0.031)
+    assert "(feasible: the solver stopped before proving it, gap 3.10%)" in to_table(stopped)

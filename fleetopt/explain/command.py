@@ -6,7 +6,7 @@ import json
 
 import click
 
-from fleetopt.command_support import load_checked_instance, one_line_errors
+from fleetopt.command_support import load_checked_instance, one_line_errors, solver_options
 
 
 @click.command()
@@ -14,12 +14,15 @@ from fleetopt.command_support import load_checked_instance, one_line_errors
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
+@solver_options("for the plan")
 @one_line_errors
-def explain(instance_file: str, fmt: str) -> None:
+def explain(instance_file: str, fmt: str, time_limit: float | None, mip_gap: float) -> None:
     """Show what requests/s hides: tokens/s per class, GPU-seconds per GPU type, and the fleet a
     requests/s rule buys beside the plan."""
     from fleetopt.explain.sizing import explain as explain_instance
     from fleetopt.report.explain import to_table
+    from fleetopt.solve import SolveOptions
 
-    result = explain_instance(load_checked_instance(instance_file))
+    options = SolveOptions(time_limit, mip_gap)
+    result = explain_instance(load_checked_instance(instance_file), options)
     click.echo(json.dumps(result.to_dict(), indent=2) if fmt == "json" else to_table(result))

@@ -98,6 +98,9 @@ class Explanation:
     rules: list[RequestsRule]
     plan_gpus: int
     plan_cost_per_hour: float
+    plan_status: str
+    """optimal, or feasible where the solve stopped early (--time-limit, Ctrl-C)."""
+    plan_mip_gap: float | None
     rule_gpus: int
     rule_cost_per_hour: float
 
@@ -138,6 +141,8 @@ def explain(instance: Instance, options: SolveOptions | None = None) -> Explanat
         rules=rules,
         plan_gpus=sum(plan.gpus.values()),
         plan_cost_per_hour=plan.cost_per_hour,
+        plan_status=plan.status,
+        plan_mip_gap=plan.mip_gap,
         rule_gpus=sum(rule.gpus for rule in rules),
         rule_cost_per_hour=sum(rule.cost_per_hour for rule in rules),
     )

@@ -85,12 +85,19 @@ def rule_lines(ex: Explanation) -> list[str]:
         for r in ex.rules
     ]
     verdict = "over-provisions" if ex.over_gpus >= 0 else "under-provisions"
+    proof = "" if ex.plan_status == "optimal" else f" ({_unproven(ex)})"
     lines.append(
         f"requests/s rule: {ex.rule_gpus} GPUs, {ex.rule_cost_per_hour:,.2f} $/h · "
-        f"plan (tokens/s): {ex.plan_gpus} GPUs, {ex.plan_cost_per_hour:,.2f} $/h · "
+        f"plan (tokens/s): {ex.plan_gpus} GPUs, {ex.plan_cost_per_hour:,.2f} $/h{proof} · "
         f"the rule {verdict} by {abs(ex.over_gpus)} GPUs, {abs(ex.over_cost_per_hour):,.2f} $/h"
     )
     return lines
+
+
+def _unproven(ex: Explanation) -> str:
+    """A plan the solver stopped on: how far from the best it may be."""
+    gap = "unknown" if ex.plan_mip_gap is None else f"{ex.plan_mip_gap:.2%}"
+    return f"{ex.plan_status}: the solver stopped before proving it, gap {gap}"
 
 
 def to_table(ex: Explanation) -> str:
