@@ -38,15 +38,22 @@ from fleetopt.solve import Outcome, SolveOptions, run_highs
 from fleetopt.verify import verify
 
 
-def plan_fleet(instance: Instance, options: SolveOptions | None = None) -> Plan:
-    """Cheapest fleet (or most throughput for the budget) that meets every target, verified."""
+def plan_fleet(
+    instance: Instance,
+    options: SolveOptions | None = None,
+    enumerated: tuple[Resolved, ConfigSet] | None = None,
+) -> Plan:
+    """Cheapest fleet (or most throughput for the budget) that meets every target, verified.
+    `enumerated`: the instance resolved and its configs, where the caller has them already."""
     options = options or SolveOptions()
     if any(w.from_data for w in instance.workloads):  # split into length buckets first
         from fleetopt.workload.routing import plan_length_routing
 
         return plan_length_routing(instance, options, plan_fleet)
-    resolved = resolve(instance)
-    config_set = enumerate_configs(resolved)
+    if enumerated is None:
+        resolved = resolve(instance)
+        enumerated = resolved, enumerate_configs(resolved)
+    resolved, config_set = enumerated
     blocked = blocked_classes(config_set, resolved)
     if blocked:
         raise InfeasibleError("infeasible: " + " | ".join(blocked))

@@ -126,7 +126,7 @@ def explain(instance: Instance, options: SolveOptions | None = None) -> Explanat
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     price = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
-    plan = plan_fleet(instance, options)
+    plan = plan_fleet(instance, options, (resolved, config_set))
     rules = [_rule(model, resolved, config_set, price) for model in resolved.models]
     rules = [rule for rule in rules if rule is not None]
     return Explanation(
