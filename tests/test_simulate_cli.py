@@ -75,6 +75,25 @@ def test_trace_replay_and_a_bad_row(files, tmp_path):
     assert "trace trace.csv" in result.stdout
 
 
+def test_a_trace_busier_than_the_plan_is_flagged(files, tmp_path):
+    """The plan is sized for 5 req/s: a trace replayed at 10 req/s says so beside its misses, in
+    the table and the JSON; one at the plan's rate, and a Poisson run, do not."""
+    instance, plan = files
+    lines = "".join(f"{i / 10:.3f},800,100\n" for i in range(1500))  # 10 req/s
+    (tmp_path / "busy.csv").write_text("time,input_tokens,output_tokens\n" + lines)
+    lines = "".join(f"{i / 5:.3f},800,100\n" for i in range(1500))  # 5 req/s
+    (tmp_path / "even.csv").write_text("time,input_tokens,output_tokens\n" + lines)
+    busy = _run("simulate", plan, "--instance", instance, "--trace", str(tmp_path / "busy.csv"))
+    assert busy.exit_code == 0, busy.output
+    assert "warning: chat arrives at 10.0" in busy.stdout
+    assert "2.00x the 5.00 req/s the plan is sized for" in busy.stdout
+    args = ("--instance", instance, "--format", "json")
+    even = json.loads(_run("simulate", plan, *args, "--trace", str(tmp_path / "even.csv")).stdout)
+    assert even["warnings"] == [] and even["workloads"][0]["planned_requests_per_s"] == 5
+    poisson = json.loads(_run("simulate", plan, *args, "--requests", "3000").stdout)
+    assert poisson["warnings"] == []
+
+
 def test_refuses_measured_pools(tmp_path):
     melange = ROOT / "instances" / "melange-example.yaml"
     plan = tmp_path / "plan.json"

@@ -23,6 +23,8 @@ def summarize(plan: Plan, outcome: Outcome) -> dict:
     span = end - start
     warmup = outcome.warmup
     share = warmup / len(requests)
+    workloads = [_workload(plan, outcome, index) for index in range(len(requests.names))]
+    warnings = [_busier_than_planned(w, span) for w in workloads]
     return {
         "plan": plan.name,
         "arrivals": requests.source,
@@ -32,9 +34,30 @@ def summarize(plan: Plan, outcome: Outcome) -> dict:
         "warmup": f"the first {warmup:,} requests ({share:.0%}) are warm-up, left out of every figure",
         "measured_seconds": span,
         "simulated_seconds": float(np.nanmax(outcome.finish_s, initial=0.0)),
-        "workloads": [_workload(plan, outcome, index) for index in range(len(requests.names))],
+        "workloads": workloads,
         "pools": [_pool(plan, outcome, index) for index in range(len(plan.pools))],
+        "warnings": [text for text in warnings if text is not None],
     }
+
+
+BUSIER = 0.10
+"""A class arriving this much faster than the plan's rate (and beyond Poisson noise) is flagged:
+a replayed trace busier than the plan was sized for misses its targets for that reason."""
+
+
+def _busier_than_planned(workload: dict, span: float) -> str | None:
+    """A warning where the class arrived faster than the plan's rate: more than BUSIER above
+    it, and more than four Poisson standard deviations (a short run's count is noisy)."""
+    measured, planned = workload["requests_per_s"], workload["planned_requests_per_s"]
+    if measured is None or planned <= 0 or measured <= planned * (1 + BUSIER):
+        return None
+    if (measured - planned) * span <= 4 * math.sqrt(planned * span):
+        return None
+    return (
+        f"{workload['name']} arrives at {measured:,.2f} req/s here, {measured / planned:.2f}x the "
+        f"{planned:,.2f} req/s the plan is sized for: targets missed below may be the extra load, "
+        "not the plan (to size for the trace's rate, solve with `rate: from_trace`)"
+    )
 
 
 def _workload(plan: Plan, outcome: Outcome, index: int) -> dict:
@@ -69,6 +92,7 @@ def _workload(plan: Plan, outcome: Outcome, index: int) -> dict:
         "requests": int(measured.sum()),
         "refused": int((outcome.refused & mine).sum()),
         "requests_per_s": _rate(int(in_window.sum()), span),
+        "planned_requests_per_s": planned.requests_per_s,
         "input_tokens": _mean(requests.input_tokens[measured]),
         "output_tokens": _mean(output),
         **_token_rates(outcome, mine & ~outcome.refused),

@@ -139,4 +139,4 @@ def _header(report: dict) -> str:
     )
     if report["refused"]:
         line += f"; {report['refused']:,} refused (longer than their pool's KV cache)"
-    return line
+    return "\n".join([line, *(f"warning: {text}" for text in report["warnings"])])
