@@ -162,8 +162,10 @@ def test_sweep_command_table_csv_json_and_plot(tmp_path):
     assert len(rows) == 5
     assert png.read_bytes().startswith(PNG)
 
-    as_json = CliRunner().invoke(main, [*args, "--format", "json"])
+    as_json = CliRunner().invoke(main, [*args, "--format", "json", "--mip-gap", "0.02"])
+    assert as_json.exit_code == 0, as_json.output
     data = json.loads(as_json.stdout)
+    assert all(s["mip_gap"] <= 0.02 for s in data["scenarios"] if s["status"] == "optimal")
     assert [a["label"] for a in data["axes"]] == ["tpot_ms", "requests_per_s"]
     assert [s["status"] for s in data["scenarios"]] == ["infeasible"] * 2 + ["optimal"] * 2
     assert data["scenarios"][3]["values"] == {"tpot_ms": 40, "requests_per_s": 4}

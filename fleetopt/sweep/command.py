@@ -12,7 +12,12 @@ from pathlib import Path
 
 import click
 
-from fleetopt.command_support import OutputPath, load_checked_instance, one_line_errors
+from fleetopt.command_support import (
+    OutputPath,
+    load_checked_instance,
+    one_line_errors,
+    solver_options,
+)
 from fleetopt.errors import InputError, VerificationError
 from fleetopt.pareto import KINDS
 from fleetopt.solve import SolveOptions
@@ -29,11 +34,6 @@ def _common(func: Callable) -> Callable:
                 "--jobs",
                 type=click.IntRange(min=1),
                 help="Scenarios solved at once, one process each [default: one per core].",
-            ),
-            click.option(
-                "--time-limit",
-                type=click.FloatRange(min=0, min_open=True),
-                help="Solver time limit per scenario, seconds.",
             ),
             click.option(
                 "--csv",
@@ -57,7 +57,7 @@ def _common(func: Callable) -> Callable:
         ]
     ):
         func = option(func)
-    return func
+    return solver_options("per scenario")(func)
 
 
 def _check_plot(plot_path: str | None) -> None:
@@ -94,7 +94,7 @@ def _progress(done: int, total: int, result: Result) -> None:
 )
 @_common
 @one_line_errors
-def sweep(instance_file, sets, jobs, time_limit, csv_path, plot_path, fmt) -> None:
+def sweep(instance_file, sets, jobs, time_limit, mip_gap, csv_path, plot_path, fmt) -> None:
     """Solve a grid of scenarios in parallel: one row per scenario with $/h, GPUs and tokens/s."""
     from fleetopt.sweep.grid import expand, parse_sets
     from fleetopt.sweep.runner import run_scenarios
@@ -104,7 +104,7 @@ def sweep(instance_file, sets, jobs, time_limit, csv_path, plot_path, fmt) -> No
     instance = load_checked_instance(instance_file)
     axes = parse_sets(list(sets), instance)
     scenarios = expand(instance, axes)
-    results = run_scenarios(scenarios, SolveOptions(time_limit), jobs, _progress)
+    results = run_scenarios(scenarios, SolveOptions(time_limit, mip_gap), jobs, _progress)
     click.echo(json.dumps(to_dict(axes, results), indent=2) if fmt == "json" else to_table(results))
     if csv_path:
         Path(csv_path).write_text(to_csv(results))
@@ -144,7 +144,17 @@ def sweep(instance_file, sets, jobs, time_limit, csv_path, plot_path, fmt) -> No
 @_common
 @one_line_errors
 def pareto(
-    instance_file, vary, workload, points, values, jobs, time_limit, csv_path, plot_path, fmt
+    instance_file,
+    vary,
+    workload,
+    points,
+    values,
+    jobs,
+    time_limit,
+    mip_gap,
+    csv_path,
+    plot_path,
+    fmt,
 ) -> None:
     """Trace the cost–latency frontier: the cheapest fleet at each TPOT or TTFT target."""
     from fleetopt.pareto import choose_target, default_values, trace
@@ -158,7 +168,8 @@ def pareto(
         note = f"{vary} at the values given"
     else:
         xs, note = default_values(instance, target, points)
-    front = trace(instance, target, xs, note, SolveOptions(time_limit), jobs, _progress)
+    options = SolveOptions(time_limit, mip_gap)
+    front = trace(instance, target, xs, note, options, jobs, _progress)
     click.echo(
         json.dumps(frontier_dict(front), indent=2) if fmt == "json" else frontier_table(front)
     )
