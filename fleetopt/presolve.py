@@ -10,7 +10,8 @@ incumbent, found first:
 2. the incumbent, of objective U: the program restricted to the configs the LP uses and —
    because pooling rewards one large pool where the LP spreads demand over many small ones — to
    the configs that carry each class, and all classes together, most cheaply alone: a dozen or
-   two configs, solved in a fraction of a second;
+   two configs, solved in a fraction of a second (short of time, or dearer than the plan the
+   arithmetic bound prices, solved again from that plan's replicas);
 3. every plan whose objective is at most U then has, for each config,
    x[k,t] ≤ (U − z)/d[k,t]   (LP duality: objective ≥ z + d·x), and
    x[k,t] ≤ U / (tp·p·w_t)   (its own GPUs, at their cheapest weight w_t in the objective),
@@ -66,19 +67,34 @@ class Presolved:
     """The LP relaxation's objective: no plan is cheaper."""
 
 
+@dataclass(frozen=True)
+class AlonePlan:
+    """`_alone_plan`: its objective, and its replicas of config k in period t."""
+
+    objective: float
+    replicas: dict[tuple[int, int], int]
+
+
 def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
     """The program reduced by an incumbent; unchanged where the LP or the restricted program
     finds none in time, or where the objective is throughput."""
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
         return unchanged
-    alone = _alone_bound(data)
-    first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, alone))
+    alone = _alone_plan(data)
+    upper = None if alone is None else alone.objective
+    first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper))
     lp = build_model(first.data, relaxed=True)
     relaxation = solve_relaxation(lp, options)
     if relaxation is None:  # infeasible or out of time: the program itself will say which
         return unchanged
     incumbent = _restricted(first.data, lp, options)
+    if alone is not None and (
+        incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
+    ):  # out of time, or the arithmetic plan is cheaper: start from it
+        local = {k: i for i, k in enumerate(first.kept)}  # its configs are kept (its own cost)
+        start = {(local[k], t): n for (k, t), n in alone.replicas.items()}
+        incumbent = _restricted(first.data, lp, options, start)
     if incumbent is None:
         return dataclasses.replace(first, lower_bound=relaxation.objective)
     if incumbent.outcome.interrupted:  # Ctrl-C: the incumbent is the answer (pipeline)
@@ -163,17 +179,29 @@ def _by_cost(data: ProgramData, k: int, t: int, bound: int, upper: float | None)
     return min(bound, math.floor(upper * (1 + 1e-9) / _replica_cost(data, k, t)))
 
 
-def _restricted(data: ProgramData, lp: pyo.ConcreteModel, options: SolveOptions):
+def _restricted(
+    data: ProgramData,
+    lp: pyo.ConcreteModel,
+    options: SolveOptions,
+    start: dict[tuple[int, int], int] | None = None,
+):
     """The program on the configs the LP uses and the consolidating ones, solved; None if it
-    has no plan in its share of the time."""
+    has no plan in its share of the time. With `start` (the arithmetic plan's replicas), its
+    configs too, and HiGHS starts from it: a plan in hand however short the time."""
+    start = start or {}
     used = {k for (k, _), var in lp.x.items() if (var.value or 0.0) > 1e-7}
     names = [c.name for c in data.classes]
     for group in [names, *([n] for n in names)]:
         used |= {k for _, k, _ in _cheapest_alone(data, group).values()}
-    configs = sorted(used)
+    configs = sorted(used | {k for k, _ in start})
     model = build_model(data.restricted(configs))
+    local = {k: i for i, k in enumerate(configs)}
+    values = ComponentMap((var, 0.0) for var in model.x.values())
+    for (k, t), n in start.items():  # more than the bound only where classes pool (`_alone_plan`)
+        values[model.x[local[k], t]] = float(min(n, model.replica_bound[local[k], t]))
     limit = None if options.time_limit is None else options.time_limit * RESTRICTED_TIME_SHARE
-    outcome = run_highs(model, dataclasses.replace(options, time_limit=limit, verbose=False))
+    solve = dataclasses.replace(options, time_limit=limit, verbose=False)
+    outcome = run_highs(model, solve, values if start else None)
     if outcome.objective is None:
         return None
     return Incumbent(model, configs, outcome)
@@ -195,14 +223,16 @@ def _cheapest_alone(data: ProgramData, group: list[str], t: int = 0) -> dict[str
     return best
 
 
-def _alone_bound(data: ProgramData) -> float | None:
-    """The objective of a plan found by arithmetic alone: in every period, every class on the
-    config that carries it alone most cheaply (colocated, or a prefill and a decode config), or
-    all classes together on one such config or pair, whichever is cheaper; paid on demand, in
-    whole nodes. None where it breaks an availability cap or the budget (then it is no plan)."""
+def _alone_plan(data: ProgramData) -> AlonePlan | None:
+    """A plan found by arithmetic alone: in every period, every class on the config that carries
+    it alone most cheaply (colocated, or a prefill and a decode config), or all classes together
+    on one such config or pair, whichever is cheaper; paid on demand, in whole nodes. None where
+    it breaks an availability cap or the budget (then it is no plan). Replicas of one config
+    that carry several classes carry their sum: pooling only helps (g is superadditive)."""
     names = [c.name for c in data.classes]
     markets = {g.name: g for g in data.gpus}
     objective = 0.0
+    replicas: dict[tuple[int, int], int] = {}
     for t, period in enumerate(data.periods):
         best = None
         for groups in ([names], [[n] for n in names]):
@@ -235,13 +265,15 @@ def _alone_bound(data: ProgramData) -> float | None:
             cost = sum(markets[g].price_per_gpu_hour * n for g, n in gpus.items())
             size = sum(gpus.values()) + sum(plan.values())
             value = cost + GPU_COUNT_TIE_BREAK * size
-            best = value if best is None else min(best, value)
+            if best is None or value < best[0]:
+                best = (value, plan)
         if best is None:
             return None
-        objective += period.hours * best / data.total_hours
+        objective += period.hours * best[0] / data.total_hours
+        replicas |= {(k, t): n for k, n in best[1].items()}
     if data.budget_per_hour is not None and objective > data.budget_per_hour:
         return None
-    return objective
+    return AlonePlan(objective, replicas)
 
 
 def _replica_cost(data: ProgramData, k: int, t: int) -> float:

@@ -19,7 +19,7 @@ from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import program_data, solve_program
-from fleetopt.presolve import presolve
+from fleetopt.presolve import _alone_plan, presolve
 from fleetopt.solve import SolveOptions, run_highs
 
 EXACT = SolveOptions(mip_gap=1e-9)
@@ -119,3 +119,22 @@ def test_throughput_objective_is_left_as_it_is():
     reduced = presolve(data, EXACT)
     assert reduced.kept == list(range(len(data.configs)))
     assert reduced.incumbent is None
+
+
+@pytest.mark.parametrize("limits", list(LIMITS))
+@pytest.mark.parametrize("seed", range(2))
+def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
+    """The presolve cuts by the arithmetic plan's objective and, short of time, starts HiGHS
+    from its replicas: held at them (capped at the replica bounds where classes pool), the
+    program has a plan no dearer than that objective."""
+    data = _program(_instance(seed, LIMITS[limits]))
+    alone = _alone_plan(data)
+    if alone is None:  # over a cap or the budget: no arithmetic plan, nothing cut by it
+        assert limits in ("cap", "budget")
+        return
+    model = build_model(data)
+    for (k, t), var in model.x.items():
+        var.fix(min(alone.replicas.get((k, t), 0), model.replica_bound[k, t]))
+    outcome = run_highs(model, EXACT)
+    assert outcome.status == "optimal"
+    assert outcome.objective <= alone.objective * (1 + 1e-9)
