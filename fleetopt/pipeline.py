@@ -45,6 +45,7 @@ def plan_fleet(
 ) -> Plan:
     """Cheapest fleet (or most throughput for the budget) that meets every target, verified.
     `enumerated`: the instance resolved and its configs, where the caller has them already."""
+    began = time.perf_counter()
     options = options or SolveOptions()
     if any(w.from_data for w in instance.workloads):  # split into length buckets first
         from fleetopt.workload.routing import plan_length_routing
@@ -83,7 +84,8 @@ def plan_fleet(
     )
     plan.interrupted = outcome.interrupted
     if tiered and not data.maximize_throughput and not outcome.interrupted:
-        plan.peak_sized_cost_per_hour = _peak_sized_cost(plan, resolved, config_set, options)
+        baseline = _less_time(options, began)  # the time limit covers both solves
+        plan.peak_sized_cost_per_hour = _peak_sized_cost(plan, resolved, config_set, baseline)
     problems = verify(plan, resolved)
     if problems:
         raise VerificationError("plan failed verification: " + "; ".join(problems[:5]))
@@ -106,7 +108,8 @@ def period_schedule(instance: Instance) -> tuple[list[Period], list[int]]:
 def _peak_sized_cost(
     plan: Plan, resolved: Resolved, config_set: ConfigSet, options: SolveOptions
 ) -> float | None:
-    """$/h of one fleet sized for the peak period and paid on demand around the clock.
+    """$/h of one fleet sized for the peak period and paid on demand around the clock (None
+    where its solve stops short of proving it, within what is left of the time limit).
 
     Without `pricing` nothing couples the periods, so the plan's own peak-period fleet is that
     fleet (to the same gap) and a second solve would only repeat it."""
@@ -117,7 +120,9 @@ def _peak_sized_cost(
         program_data(resolved, config_set), periods=[Period(peak.multiplier, 1.0)], tiers=None
     )
     solved = solve_program(data, options)
-    return None if solved.solution is None else round(solved.solution.cost_per_hour, 9)
+    if solved.solution is None or solved.outcome.status != "optimal":
+        return None  # a baseline not proven would overstate what the plan saves
+    return round(solved.solution.cost_per_hour, 9)
 
 
 @dataclass(frozen=True)
