@@ -27,6 +27,7 @@ from fleetopt.perf.operating_point import (
     ineligibility,
     latency,
     queue_curve,
+    unqueued_misses,
     usage,
     wait_budget_s,
     with_latency_margins,
@@ -99,6 +100,9 @@ class Config:
     """Prefill load x replicas carry, in replicas at the utilisation ceiling (perf/queueing.py)."""
     wait_budget_s: float | None = None
     """The smallest wait budget among the classes it may carry (None: no TTFT to hold)."""
+    unqueued_misses: dict[str, float] = field(default_factory=dict)
+    """Share of a class's requests that miss its TTFT here however idle the pool (classes with
+    any): they spend its miss share before queueing does (`operating_point.unqueued_misses`)."""
 
     @property
     def role(self) -> str:
@@ -383,6 +387,8 @@ def _analytic_configs(
             lat = latency(replica, op, shape)
             config.ttft_s[name] = lat.ttft_s
             config.tpot_s[name] = lat.tpot_s
+            if late := unqueued_misses(replica, op, shape):
+                config.unqueued_misses[name] = late
         configs.append(config)
     return configs
 

@@ -165,6 +165,8 @@ def _pool(
         longest_step_ms=None
         if config.op.longest_step_s is None
         else config.op.longest_step_s * 1e3,
+        unqueued_ttft_misses={c: m for c, m in config.unqueued_misses.items() if c in by_class}
+        or None,
     )
 
 

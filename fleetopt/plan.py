@@ -47,6 +47,10 @@ class PoolPlan:
     longest_step_ms: float | None = None
     """Colocated: the budget of a step that carries a full chunk (the TPOT it holds); None
     where no TPOT is held, or not colocated."""
+    unqueued_ttft_misses: dict[str, float] | None = None
+    """Share of each routed class's requests that miss its TTFT in this pool however idle it is
+    (prompts whose prefill alone takes longer here); only classes with any. They spend the
+    class's miss share before queueing: the pool holds the percentile on its own."""
     one_fewer_frees_gpus: int | None = None
     """GPUs one replica fewer in this pool would stop paying for: its tensor_parallel, except
     where its GPU type is bought in whole nodes: fewer (often 0) where the node would stay

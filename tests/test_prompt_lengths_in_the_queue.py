@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from fleetopt.instance import TokenDistribution
+from fleetopt.instance import TokenDistribution, parse_instance
 from fleetopt.perf.operating_point import (
     Limits,
     OperatingPoint,
@@ -21,8 +21,11 @@ from fleetopt.perf.operating_point import (
     wait_budgets_s,
 )
 from fleetopt.perf.queueing import sure_misses
+from fleetopt.pipeline import plan_fleet
+from fleetopt.plan import Plan
+from fleetopt.report.text import unqueued_lines
 from fleetopt.workload.lengths import sampler_for, tail_bins
-from tests.helpers import catalog_replica
+from tests.helpers import analytic_instance, catalog_replica
 
 LIMITS = Limits(0.95, 256, 0.9)
 CHAT = TokenDistribution(mean=800, p50=500, p90=1800, p99=4000, max=8000)
@@ -153,3 +156,28 @@ def test_prompts_without_a_ttft_hold_the_servers_as_long():
     assert with_spread.load(4) < with_plain.load(4)
     timed = replace(spread, ttft_s=100.0)  # a target so loose it binds nothing of its own
     assert queue_curve(r, op, [short, timed], LIMITS) == with_spread
+
+
+SPREAD = {"mean": 1000, "p50": 700, "p90": 2000, "p99": 6000, "max": 12000}
+
+
+def test_a_pool_says_what_share_of_a_class_misses_unqueued():
+    """The plan carries, per pool, the share of each class that misses its TTFT there however
+    idle the pool (the sure misses above), and `solve` names the pools where they take half the
+    class's miss share or more. With time for every prompt there are none."""
+    tight = plan_fleet(
+        parse_instance(analytic_instance(["h100-sxm"], input_tokens=SPREAD, ttft_ms=300))
+    )
+    (pool,) = tight.pools
+    late = pool.unqueued_ttft_misses["chat"]
+    assert 0.005 <= late < 0.01  # half the 1% or more; all of it would make the point ineligible
+    (line,) = unqueued_lines(tight)
+    assert line.startswith(
+        f"pool 0: prompts too long to make the TTFT here however idle the pool: {late:.2%} of chat's"
+    )
+    assert Plan.from_dict(tight.to_dict()).pools[0].unqueued_ttft_misses == {"chat": late}
+    loose = plan_fleet(
+        parse_instance(analytic_instance(["h100-sxm"], input_tokens=SPREAD, ttft_ms=800))
+    )
+    assert all(p.unqueued_ttft_misses is None for p in loose.pools)
+    assert unqueued_lines(loose) == []

@@ -317,6 +317,15 @@ def memory_blocker(
     return None
 
 
+def unqueued_misses(replica: Replica, op: OperatingPoint, shape: RequestShape) -> float:
+    """Share of the class's requests that miss its TTFT at this point however idle the pool:
+    the prompts whose prefill alone takes longer. They spend the class's miss share before any
+    queueing (perf/queueing.py, `sure_misses`); 0 where the point sets no TTFT."""
+    if shape.ttft_s is None or not op.does_prefill:
+        return 0.0
+    return sure_misses(by_share(wait_budgets_s(replica, op, shape)))
+
+
 def ineligibility(
     replica: Replica, op: OperatingPoint, shape: RequestShape, limits: Limits
 ) -> Blocker | None:
@@ -334,7 +343,7 @@ def ineligibility(
             f"TTFT {lat.ttft_s * 1e3:,.0f} ms > target {shape.ttft_s * 1e3:,.0f} ms",
         )
     if shape.ttft_s is not None and lat.ttft_s is not None:
-        late = sure_misses(by_share(wait_budgets_s(replica, op, shape)))
+        late = unqueued_misses(replica, op, shape)
         if late >= shape.miss_share:
             return Blocker(
                 "ttft",

@@ -122,6 +122,7 @@ def summary_lines(plan: Plan) -> list[str]:
         f"{plan.decode_tokens_per_s:,.0f} decode tokens/s ({plan.requests_per_s:,.2f} req/s)",
     ]
     lines += node_lines(plan)
+    lines += unqueued_lines(plan)
     if plan.reserved_gpus is not None:
         reserved = ", ".join(f"{n} × {g}" for g, n in sorted(plan.reserved_gpus.items())) or "none"
         lines.append(f"reserved for the whole horizon: {reserved}")
@@ -149,6 +150,29 @@ def node_lines(plan: Plan) -> list[str]:
             f"{'no GPU' if frees == 0 else f'{frees} GPUs'}: {p.gpu} is bought in whole nodes, "
             f"{plan.gpus[p.gpu]} now, and the other replicas would use {used}"
         )
+    return lines
+
+
+def unqueued_lines(plan: Plan) -> list[str]:
+    """Pools where prompts too long to make a class's TTFT however idle the pool take half its
+    miss share or more: the pool holds the class's percentile on its own (docs/latency.md,
+    "Padding"), so queueing gets only what is left, and the pool runs larger than a share of
+    the class's pooled misses would need."""
+    slo = {w.name: w.slo for w in plan.workloads if w.slo and w.slo.get("ttft_ms")}
+    lines = []
+    for i, p in enumerate(plan.pools):
+        parts = [
+            f"{share:.2%} of {name}'s (TTFT {slo[name]['ttft_ms']:,.0f} ms at "
+            f"p{slo[name]['percentile']:g}, {1 - slo[name]['percentile'] / 100:.2%} may miss)"
+            for name, share in sorted((p.unqueued_ttft_misses or {}).items())
+            if name in slo and share >= (1 - slo[name]["percentile"] / 100) / 2
+        ]
+        if parts:
+            lines.append(
+                f"pool {i}: prompts too long to make the TTFT here however idle the pool: "
+                f"{', '.join(parts)}; each pool holds the percentile on its own, so queueing "
+                "gets only the rest"
+            )
     return lines
 
 
