@@ -30,6 +30,7 @@ from fleetopt.perf.operating_point import (
     unqueued_misses,
     usage,
     wait_budget_s,
+    weights_blocker,
     with_latency_margins,
 )
 from fleetopt.perf.profiles import profile_rate
@@ -61,8 +62,8 @@ class RequestClass:
 def request_class(workload: Workload) -> RequestClass:
     slo = workload.slo
     percentile = slo.percentile if slo else 99.0
-    spread = sampler_for(workload.input).cv2
-    outputs = sampler_for(workload.output)
+    inputs, outputs = sampler_for(workload.input), sampler_for(workload.output)
+    spread = inputs.cv2
     shape = RequestShape(
         input_mean=workload.input.mean,
         output_mean=workload.output.mean,
@@ -78,7 +79,7 @@ def request_class(workload: Workload) -> RequestClass:
         input_cv2=spread,
         output_cv2=outputs.cv2,
         output_steps=outputs.shares(),
-        input_bins=tail_bins(workload.input, percentile),
+        input_bins=tail_bins(workload.input, percentile, inputs),
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)
 
@@ -203,15 +204,8 @@ def enumerate_configs(resolved: Resolved) -> ConfigSet:
                     where = f"{model_name} on {gpu_name} tp{tp} {role}"
                     kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
                     replica = replica_for(model, gpu, tp, role, instance.profiles)
-                    if (
-                        problem is None
-                        and replica.kv_capacity_bytes(limits.gpu_memory_utilization) <= 0
-                    ):
-                        need = replica.weight_bytes / 1e9
-                        kind, problem = (
-                            "weights",
-                            f"weights ({need:,.0f} GB) leave no room for a KV cache",
-                        )
+                    if problem is None and (blocker := weights_blocker(replica, limits)):
+                        kind, problem = blocker.kind, blocker.message
                     if problem is not None:
                         for c in mine:
                             rejections[c.name].append(Rejection(where, kind, problem))
@@ -237,8 +231,7 @@ def _slowest_decode_network(model: Model, resolved: Resolved, limits: Limits) ->
         for gpu in resolved.gpus.values()
         for tp in resolved.instance.serving.tensor_parallel
         if valid_tensor_parallel(model, gpu, tp) is None
-        and (replica := Replica(model, gpu, tp)).kv_capacity_bytes(limits.gpu_memory_utilization)
-        > 0
+        and weights_blocker(replica := Replica(model, gpu, tp), limits) is None
     ]
     return min(rates, default=None)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fleetopt.catalog import Resolved
 from fleetopt.configs import ConfigSet, RequestClass, limits_of, valid_tensor_parallel
+from fleetopt.perf.operating_point import weights_blocker
 from fleetopt.perf.replica import Replica
 
 
@@ -34,7 +35,7 @@ def _explain(
         kinds = {r.reason for r in config_set.rejections[cls.name]}
         return (
             f"{cls.name}: {cls.model} fits on no GPU type and tp allowed "
-            f"({'; '.join(sorted(kinds))}); {_fixes(cls, resolved, None)}"
+            f"({'; '.join(sorted(kinds))}); {_fixes(cls, resolved, 'weights')}"
         )
     longest = shape.longest_sequence(decodes=True)
     roomiest = max(replicas, key=lambda r: r.kv_capacity_tokens(limits.gpu_memory_utilization))
@@ -43,7 +44,7 @@ def _explain(
         return (
             f"{cls.name}: its longest sequence, {longest:,.0f} tokens, needs more KV cache than any "
             f"replica holds (at most {room:,.0f} tokens on {_name(roomiest)}); "
-            f"{_fixes(cls, resolved, None)}"
+            f"{_fixes(cls, resolved, 'kv_cache')}"
         )
     if not prefill and shape.ttft_s is not None:
         fastest = min(replicas, key=lambda r: r.prefill_s(shape.input_tail))
@@ -84,9 +85,12 @@ def _explain(
     return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"
 
 
-def _fixes(cls: RequestClass, resolved: Resolved, target: str | None) -> str:
-    """What the user can change, leaving out what the instance already does."""
+def _fixes(cls: RequestClass, resolved: Resolved, short: str) -> str:
+    """What the user can change about what falls `short` (the memory for the weights or for
+    the KV cache, or a latency target: ttft_ms, tpot_ms), leaving out what the instance already
+    does."""
     model = resolved.models[cls.model]
+    target = short if short in ("ttft_ms", "tpot_ms") else None
     fixes = [f"raise workloads[{cls.name}].slo.{target}"] if target else []
     usable = sorted(
         {
@@ -101,7 +105,7 @@ def _fixes(cls: RequestClass, resolved: Resolved, target: str | None) -> str:
         fixes.append(f"use serving.tensor_parallel sizes among {usable} for these GPU types")
     if target != "ttft_ms" and model.weight_dtype == "bf16":
         fixes.append(f"set models[{cls.model}].weight_dtype: fp8")
-    if target is None and model.kv_dtype == "bf16":
+    if short == "kv_cache" and model.kv_dtype == "bf16":
         fixes.append(f"set models[{cls.model}].kv_dtype: fp8")
     allowed = max(resolved.instance.serving.tensor_parallel)
     if allowed < max(g.spec.max_tensor_parallel for g in resolved.gpus.values()):
@@ -120,7 +124,7 @@ def _replicas(cls: RequestClass, resolved: Resolved) -> list[Replica]:
         for tp in resolved.instance.serving.tensor_parallel:
             if valid_tensor_parallel(model, gpu, tp) is None:
                 replica = Replica(model, gpu, tp)
-                if replica.kv_capacity_bytes(limits.gpu_memory_utilization) > 0:
+                if weights_blocker(replica, limits) is None:
                     found.append(replica)
     return found
 

@@ -44,6 +44,7 @@ def test_model_too_big_for_the_gpus():
     text = _message(analytic_instance(["l40s"], model="llama-3.1-70b"))
     assert "llama-3.1-70b fits on no GPU type and tp allowed" in text
     assert "allow serving.tensor_parallel above 1" in text
+    assert "kv_dtype" not in text  # the weights fill the memory: a smaller KV frees none
 
 
 def test_profile_that_covers_nothing():

@@ -18,6 +18,7 @@ from fleetopt.perf.operating_point import (
     latency,
     memory_blocker,
     prompt_ttft_s,
+    weights_blocker,
 )
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import best_throughput
@@ -127,13 +128,9 @@ def why_none(
 ) -> str:
     """Why `replica_capacity` found no point, with the fix (its flags): the weights, one
     sequence's KV, or the latency limit that no point meets and the best the replica does."""
-    kv_bytes = replica.kv_capacity_bytes(limits.gpu_memory_utilization)
-    if kv_bytes <= 0:
-        room = (kv_bytes + replica.weight_bytes) / 1e9
-        return (
-            f"its weights ({replica.weight_bytes / 1e9:,.0f} GB) leave no room for a KV cache in "
-            f"the {room:,.0f} GB that {replica.tp} GPU(s) offer; fix: raise --tp"
-            + (", or a smaller --weight-dtype" if replica.model.weight_dtype != "fp4" else "")
+    if blocker := weights_blocker(replica, limits):
+        return f"its {blocker.message}; fix: raise --tp" + (
+            ", or a smaller --weight-dtype" if replica.model.weight_dtype != "fp4" else ""
         )
     if blocker := memory_blocker(replica, shape, role != "prefill", limits):
         return f"its {blocker.message}; fix: raise --tp" + (

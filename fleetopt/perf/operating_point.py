@@ -299,8 +299,22 @@ def tpot_per_step(role: str, shape: RequestShape) -> float:
 class Blocker:
     """Why a point may not carry a class: which limit, and how far off in words."""
 
-    kind: str  # memory | ttft | tpot
+    kind: str  # weights | memory | ttft | tpot
     message: str
+
+
+def weights_blocker(replica: Replica, limits: Limits) -> Blocker | None:
+    """Why the replica has no KV cache at all (its weights fill the memory it may use), or
+    None: then no class and no point may use it."""
+    kv_bytes = replica.kv_capacity_bytes(limits.gpu_memory_utilization)
+    if kv_bytes > 0:
+        return None
+    room = (kv_bytes + replica.weight_bytes) / 1e9
+    return Blocker(
+        "weights",
+        f"weights ({replica.weight_bytes / 1e9:,.0f} GB) leave no room for a KV cache in the "
+        f"{room:,.0f} GB that {replica.tp} GPU(s) offer",
+    )
 
 
 def memory_blocker(

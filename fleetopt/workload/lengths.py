@@ -83,13 +83,16 @@ percentile, where prompts may miss with no wait at all and every tenth of the mi
 counts."""
 
 
-def tail_bins(dist: TokenDistribution, percentile: float) -> tuple[tuple[float, float], ...]:
+def tail_bins(
+    dist: TokenDistribution, percentile: float, sampler: LengthSampler | None = None
+) -> tuple[tuple[float, float], ...]:
     """Prompt lengths by share of requests, for the TTFT queue: (upper probability p, length at
     p) for each bin of TAIL_GRID, every request of a bin counted at the bin's longest length.
     At and below the percentile, lengths never exceed the length the latency checks use there
     (`at_percentile`), above it never fall below it: the longest 1 − percentile of prompts
-    count at their own lengths, up to the longest stated."""
-    sampler, tail = sampler_for(dist), dist.at_percentile(percentile)
+    count at their own lengths, up to the longest stated. `sampler`: dist's, where the caller
+    has fitted it already."""
+    sampler, tail = sampler or sampler_for(dist), dist.at_percentile(percentile)
     miss = 1 - percentile / 100
     bins = []
     for above in TAIL_GRID:
