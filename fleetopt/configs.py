@@ -351,7 +351,7 @@ def _analytic_configs(
             rejections[c.name].append(Rejection(base.key, blocker.kind, blocker.message))
             continue
         budgets[c.name] = None if budget is None else _level(budget)
-    by_name = {c.name: c for c in classes}
+    by_name, headrooms = {c.name: c for c in classes}, {}
     levels = sorted({b for b in budgets.values() if b is not None}) or [None]
     if None in budgets.values() and levels != [None]:
         levels.append(None)  # a pool of classes without a TTFT target needs no queueing margin
@@ -368,6 +368,7 @@ def _analytic_configs(
             limits,
             caps,
             {n: usage(replica, op, sh) for n, sh in shapes.items()},
+            headrooms,
         )
         if margins is None:
             continue

@@ -447,7 +447,11 @@ def by_share(bins: tuple[tuple[float, float], ...]) -> Waits:
 
 
 def admission_headroom(
-    replica: Replica, op: OperatingPoint, shapes: list[RequestShape], limits: Limits
+    replica: Replica,
+    op: OperatingPoint,
+    shapes: list[RequestShape],
+    limits: Limits,
+    known: dict | None = None,
 ) -> list[float]:
     """Each class's share of a replica's batch slots and KV cache its sequences may fill on
     average, were it alone; in a mix each class's sequences count 1/h of a slot
@@ -464,7 +468,10 @@ def admission_headroom(
     step of the longest output) and the miss share are the strictest of the latency-bound
     classes the replica may carry. They share one queue, first come first served, so a class
     without latency targets beside them keeps the same headroom (its sequences would fill the
-    slots the others wait for); only a replica of such classes alone fills every slot."""
+    slots the others wait for); only a replica of such classes alone fills every slot.
+
+    `known`: the headrooms found so far at this replica and point (one dict across its
+    queueing levels, whose class sets differ but often share the slots, wait and miss share)."""
     timed = [s for s in shapes if s.ttft_s is not None or s.tpot_s is not None]
     if not timed:
         return [1.0] * len(shapes)
@@ -479,7 +486,11 @@ def admission_headroom(
         swing = batch_swing(replica, op, [(shape, rate)])
         return swing * max_load_between(slots / swing, waits, tail) / slots
 
-    return [_alone(replica, op, s, limits, at) for s in shapes]
+    found = {} if known is None else known
+    for shape in shapes:
+        if (shape, slots, waits, tail) not in found:
+            found[shape, slots, waits, tail] = _alone(replica, op, shape, limits, at)
+    return [found[s, slots, waits, tail] for s in shapes]
 
 
 SWING_BISECTIONS = 8
@@ -583,6 +594,7 @@ def with_latency_margins(
     limits: Limits,
     caps: dict[str, float],
     usages: dict[str, dict[str, float]],
+    known: dict | None = None,
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]] | None:
     """The point's capacities and usages with the margins that hold latency percentiles, not
     only means (docs/latency.md); None if no margin leaves room to carry anything.
@@ -596,12 +608,14 @@ def with_latency_margins(
       (the variance of a full batch of the costliest class), every β_c grows by z·β_c/(2√v0)
       and S shrinks by z·√v0/2. This is on the row that holds the TPOT: a colocated point's
       longest step (its batch with a full chunk) where it has one, else the mean step, where a
-      colocated class's β carries its prompts' compute per output token."""
+      colocated class's β carries its prompts' compute per output token.
+
+    `known`: as for `admission_headroom`."""
     caps = dict(caps)
     usages = {name: dict(use) for name, use in usages.items()}
     if not op.does_decode:
         return caps, usages
-    headrooms = admission_headroom(replica, op, list(shapes.values()), limits)
+    headrooms = admission_headroom(replica, op, list(shapes.values()), limits, known)
     for (name, shape), headroom in zip(shapes.items(), headrooms, strict=True):
         if headroom <= 0:
             return None
