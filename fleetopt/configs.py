@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.queueing import NO_QUEUEING, SERVICE_CV2, PoolCurve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
+from fleetopt.workers import worker_pool
 from fleetopt.workload.lengths import sampler_for, tail_bins
 
 ROLES_BY_MODE = {"colocated": ("colocated",), "disaggregated": ("prefill", "decode")}
@@ -164,64 +166,100 @@ def valid_tensor_parallel(model: Model, gpu: Gpu, tp: int) -> str | None:
     return None
 
 
-def enumerate_configs(resolved: Resolved) -> ConfigSet:
+PARALLEL_FROM = 400
+"""(class, GPU type, tp, role) combinations from which enumeration may run in worker processes:
+each costs ~3–5 ms, so fewer (under ~1.5 s of work) do not repay the workers' ~0.4 s start and
+the queueing memo each fills again on its own (docs/benchmarks.md)."""
+
+
+def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
+    """Every config of the instance, dominated ones dropped, and why each class may not use the
+    others. With `jobs` > 1, several models and PARALLEL_FROM combinations or more, models are
+    enumerated `jobs` at a time, one worker process each (fleetopt/workers.py): the same
+    configs in the same order either way."""
     instance = resolved.instance
     classes = [request_class(w) for w in instance.workloads]
+    models = [
+        (name, mine)
+        for name in resolved.models
+        if (mine := [c for c in classes if c.model == name])
+    ]
+    serving = instance.serving
+    roles = sum(len(ROLES_BY_MODE[mode]) for mode in serving.modes)
+    combinations = len(classes) * len(resolved.gpus) * len(serving.tensor_parallel) * roles
+    jobs = min(jobs, len(models)) if combinations >= PARALLEL_FROM else 1
+    if jobs > 1:
+        pool = worker_pool(jobs)
+        try:
+            parts = list(pool.map(_model_configs, repeat(resolved), *zip(*models, strict=True)))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    else:
+        parts = [_model_configs(resolved, name, mine) for name, mine in models]
+    configs: list[Config] = []
+    rejections: dict[str, list[Rejection]] = {c.name: [] for c in classes}
+    for found, rejected in parts:
+        configs += found
+        for name, reasons in rejected.items():
+            rejections[name] += reasons
+    return ConfigSet(classes, drop_dominated(configs), rejections)
+
+
+def _model_configs(
+    resolved: Resolved, model_name: str, mine: list[RequestClass]
+) -> tuple[list[Config], dict[str, list[Rejection]]]:
+    """One model's configs on every GPU type, tp and role, and why its classes may not use
+    the others."""
+    instance = resolved.instance
+    model = resolved.models[model_name]
     limits = limits_of(resolved)
     roles = [r for mode in instance.serving.modes for r in ROLES_BY_MODE[mode]]
     profiles = {(p.model, p.gpu, p.tensor_parallel, p.role): p for p in instance.profiles}
     configs: list[Config] = []
-    rejections: dict[str, list[Rejection]] = {c.name: [] for c in classes}
-
-    for model_name, model in resolved.models.items():
-        mine = [c for c in classes if c.model == model_name]
-        if not mine:
-            continue
-        if "prefill" in roles:
-            floor = _slowest_decode_network(model, resolved, limits)
-            mine = [
-                replace(c, shape=replace(c.shape, decode_network_bytes_per_s=floor)) for c in mine
-            ]
-        for gpu_name, gpu in resolved.gpus.items():
-            tps = sorted(
-                set(instance.serving.tensor_parallel)
-                | {
-                    p.tensor_parallel
-                    for p in instance.profiles
-                    if (p.model, p.gpu) == (model_name, gpu_name)
-                }
-            )
-            for tp in tps:
-                for role in roles:
-                    profile = profiles.get((model_name, gpu_name, tp, role))
-                    if profile is not None and profile.table is not None:
-                        configs.append(
-                            _measured_config(model_name, gpu_name, profile, mine, rejections)
-                        )
-                        continue
-                    if profile is None and tp not in instance.serving.tensor_parallel:
-                        continue
-                    where = f"{model_name} on {gpu_name} tp{tp} {role}"
-                    kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
-                    replica = replica_for(model, gpu, tp, role, instance.profiles)
-                    if problem is None and (blocker := weights_blocker(replica, limits)):
-                        kind, problem = blocker.kind, blocker.message
-                    if problem is not None:
-                        for c in mine:
-                            rejections[c.name].append(Rejection(where, kind, problem))
-                        continue
-                    here, covered = replica_limits(replica, limits), []
+    rejections: dict[str, list[Rejection]] = {c.name: [] for c in mine}
+    if "prefill" in roles:
+        floor = _slowest_decode_network(model, resolved, limits)
+        mine = [replace(c, shape=replace(c.shape, decode_network_bytes_per_s=floor)) for c in mine]
+    for gpu_name, gpu in resolved.gpus.items():
+        tps = sorted(
+            set(instance.serving.tensor_parallel)
+            | {
+                p.tensor_parallel
+                for p in instance.profiles
+                if (p.model, p.gpu) == (model_name, gpu_name)
+            }
+        )
+        for tp in tps:
+            for role in roles:
+                profile = profiles.get((model_name, gpu_name, tp, role))
+                if profile is not None and profile.table is not None:
+                    configs.append(
+                        _measured_config(model_name, gpu_name, profile, mine, rejections)
+                    )
+                    continue
+                if profile is None and tp not in instance.serving.tensor_parallel:
+                    continue
+                where = f"{model_name} on {gpu_name} tp{tp} {role}"
+                kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
+                replica = replica_for(model, gpu, tp, role, instance.profiles)
+                if problem is None and (blocker := weights_blocker(replica, limits)):
+                    kind, problem = blocker.kind, blocker.message
+                if problem is not None:
                     for c in mine:
-                        reason = uncovered(replica, c.shape, role)
-                        if reason is None:
-                            covered.append(c)
-                        else:
-                            rejections[c.name].append(Rejection(where, "profile", reason))
-                    for op in operating_points(
-                        replica, role, covered, instance.serving.chunk_tokens, here
-                    ):
-                        configs += _analytic_configs(replica, op, covered, here, rejections)
-    return ConfigSet(classes, drop_dominated(configs), rejections)
+                        rejections[c.name].append(Rejection(where, kind, problem))
+                    continue
+                here, covered = replica_limits(replica, limits), []
+                for c in mine:
+                    reason = uncovered(replica, c.shape, role)
+                    if reason is None:
+                        covered.append(c)
+                    else:
+                        rejections[c.name].append(Rejection(where, "profile", reason))
+                for op in operating_points(
+                    replica, role, covered, instance.serving.chunk_tokens, here
+                ):
+                    configs += _analytic_configs(replica, op, covered, here, rejections)
+    return configs, rejections
 
 
 def _slowest_decode_network(model: Model, resolved: Resolved, limits: Limits) -> float | None:

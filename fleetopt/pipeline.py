@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import signal
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import pyomo.core as pyo
@@ -36,6 +33,7 @@ from fleetopt.plan import Plan
 from fleetopt.presolve import Presolved, incumbent_start, presolve
 from fleetopt.solve import Outcome, SolveOptions, run_highs
 from fleetopt.verify import verify
+from fleetopt.workers import worker_pool
 
 
 def plan_fleet(
@@ -53,7 +51,7 @@ def plan_fleet(
         return plan_length_routing(instance, options, plan_fleet)
     if enumerated is None:
         resolved = resolve(instance)
-        enumerated = resolved, enumerate_configs(resolved)
+        enumerated = resolved, enumerate_configs(resolved, options.jobs)
     resolved, config_set = enumerated
     blocked = blocked_classes(config_set, resolved)
     if blocked:
@@ -238,9 +236,7 @@ def _in_parallel(
 ) -> Iterator[BlockResult]:
     """Each block's result, in block order, from `jobs` worker processes. Ctrl-C stops them
     all: with several blocks under way there is no whole plan to keep."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["fleetopt.pipeline"])
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_ignore_sigint)
+    pool = worker_pool(jobs)
     options = dataclasses.replace(options, jobs=1)
     done = 0
     try:
@@ -256,11 +252,6 @@ def _in_parallel(
         ) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def solve_block(block: Block, options: SolveOptions) -> SolvedBlock:

@@ -11,6 +11,11 @@ from pathlib import Path
 
 import yaml
 
+from fleetopt import configs
+from fleetopt.catalog import resolve
+from fleetopt.configs import enumerate_configs
+from fleetopt.instance import parse_instance
+from fleetopt.workers import worker_pool
 from tests.helpers import analytic_instance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,3 +73,26 @@ def test_plan_json_is_identical_across_processes_and_hash_seeds(tmp_path):
     first, second = (_solve_json(instance, seed) for seed in ("1", "2"))
     assert "solve_seconds" in first
     assert _without_timing(first) == _without_timing(second)
+
+
+def test_configs_enumerated_in_worker_processes_are_the_same(monkeypatch):
+    """Models enumerated in worker processes (`jobs` > 1) give the same configs, coefficients
+    and reasons, in the same order, as in this process."""
+    data = _instance()
+    data["gpus"].append({"type": "a10g"})  # a GPU type the 70B-class model cannot use at tp 1
+    data["models"].append({"name": "llama-3.1-70b"})
+    data["workloads"].append({**data["workloads"][0], "name": "big", "model": "llama-3.1-70b"})
+    resolved = resolve(parse_instance(data))
+    monkeypatch.setattr(configs, "PARALLEL_FROM", 0)  # a small instance, so it would not
+    pools = []
+    monkeypatch.setattr(
+        configs, "worker_pool", lambda jobs: pools.append(jobs) or worker_pool(jobs)
+    )
+    alone, workers = (enumerate_configs(resolved, jobs) for jobs in (1, 2))
+    assert pools == [2]
+    assert len(alone.configs) > 50 and any(alone.rejections.values())
+    assert [c.key for c in workers.configs] == [c.key for c in alone.configs]
+    assert [(c.capacity, c.usage, c.queue) for c in workers.configs] == [
+        (c.capacity, c.usage, c.queue) for c in alone.configs
+    ]
+    assert workers.rejections == alone.rejections

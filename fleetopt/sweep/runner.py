@@ -2,25 +2,24 @@
 
 Workers receive the validated instance, never a Pyomo model (../shared/SOLVER-NOTES.md,
 "Sweeps"): building the program is cheap beside solving it, and a model does not pickle well.
-The pool forks its workers from a fresh forkserver that has imported fleetopt once, so a worker
-starts in milliseconds and inherits no solver threads from the caller. Results come back in
-scenario order whatever order they finish in; a single HiGHS thread with a fixed seed makes
+The workers are fleetopt/workers.py's. Results come back in scenario order whatever order they
+finish in; a single HiGHS thread with a fixed seed makes
 each answer independent of how many run beside it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
 from fleetopt.errors import FleetoptError, InfeasibleError, InputError, VerificationError
 from fleetopt.instance import Instance
 from fleetopt.solve import SolveOptions, default_jobs
 from fleetopt.sweep.grid import Scenario
+from fleetopt.workers import worker_pool
 
 
 @dataclass(frozen=True)
@@ -110,9 +109,7 @@ def run_scenarios(
         for scenario in scenarios:
             finish(scenario, solve_scenario(scenario.instance, options))
     else:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["fleetopt.pipeline"])
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+        pool = worker_pool(jobs, ctrl_c_to_parent=False)
         try:
             pending = {pool.submit(solve_scenario, s.instance, options): s for s in scenarios}
             for future in as_completed(pending):
