@@ -44,6 +44,11 @@ from fleetopt.workload.lengths import sampler_for, tail_bins
 ROLES_BY_MODE = {"colocated": ("colocated",), "disaggregated": ("prefill", "decode")}
 
 
+def _roles(resolved: Resolved) -> list[str]:
+    """The replica roles the instance's serving modes allow."""
+    return [r for mode in resolved.instance.serving.modes for r in ROLES_BY_MODE[mode]]
+
+
 @dataclass(frozen=True)
 class RequestClass:
     name: str
@@ -184,9 +189,12 @@ def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
         for name in resolved.models
         if (mine := [c for c in classes if c.model == name])
     ]
-    serving = instance.serving
-    roles = sum(len(ROLES_BY_MODE[mode]) for mode in serving.modes)
-    combinations = len(classes) * len(resolved.gpus) * len(serving.tensor_parallel) * roles
+    combinations = (
+        len(classes)
+        * len(resolved.gpus)
+        * len(instance.serving.tensor_parallel)
+        * len(_roles(resolved))
+    )
     jobs = min(jobs, len(models)) if combinations >= PARALLEL_FROM else 1
     if jobs > 1:
         pool = worker_pool(jobs)
@@ -213,7 +221,7 @@ def _model_configs(
     instance = resolved.instance
     model = resolved.models[model_name]
     limits = limits_of(resolved)
-    roles = [r for mode in instance.serving.modes for r in ROLES_BY_MODE[mode]]
+    roles = _roles(resolved)
     profiles = {(p.model, p.gpu, p.tensor_parallel, p.role): p for p in instance.profiles}
     configs: list[Config] = []
     rejections: dict[str, list[Rejection]] = {c.name: [] for c in mine}
