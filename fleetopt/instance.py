@@ -111,10 +111,19 @@ class Efficiency(Strict):
     (twice as high) peak; None: the fitted default's (docs/cost-model.md)."""
     memory: float = Field(gt=0, le=1)
     """Share of peak HBM bandwidth reached when streaming weights and KV cache."""
+    attention_memory: float | None = Field(None, gt=0, le=1)
+    """Share of peak HBM bandwidth reached by decode attention reading the KV cache (paged
+    gathers, not one dense stream); None: the `memory` share."""
     interconnect: float = Field(gt=0, le=1)
     """Share of scale-up / scale-out bandwidth reached by all-reduce and KV transfer."""
     step_overhead_ms: float = Field(ge=0)
-    """Fixed time per engine step (scheduling, kernel launches, sampling), ms."""
+    """Fixed time per engine step (scheduling, sampling), ms."""
+    allreduce_latency_us: float | None = Field(None, gt=0)
+    """Latency of one small all-reduce at tp > 1, µs; None: the fabric's order-of-magnitude
+    figure (perf/replica.py `ALLREDUCE_LATENCY_S`)."""
+    layer_overhead_us: float | None = Field(None, ge=0)
+    """Fixed time per layer per step (its kernels' launches and ramps, whatever the batch), µs;
+    None: the fitted default's (docs/cost-model.md)."""
     moe: float | None = Field(None, gt=0, le=1)
     """MoE models: the share of these efficiencies (compute and memory) a tp-1 replica reaches;
     None: the fitted default's (docs/cost-model.md)."""

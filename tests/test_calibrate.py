@@ -30,6 +30,16 @@ def test_vllm_result_fields():
     assert run.tpot_ms == 11.6 and run.concurrency == 64
 
 
+def test_vllm_run_at_a_finite_rate_states_no_concurrency(tmp_path):
+    """A concurrency cap on a rate-driven run need not have been reached: the run is read as
+    one at a rate, not as that many requests in flight."""
+    data = json.loads((DATA / "vllm_serve_result.json").read_text())
+    data["request_rate"] = 4.0
+    (tmp_path / "rated.json").write_text(json.dumps(data))
+    (run,) = read_runs(tmp_path / "rated.json")
+    assert run.concurrency is None
+
+
 def test_guidellm_report_one_run_per_benchmark():
     runs = read_runs(DATA / "guidellm_report.json")
     assert [r.output_tokens_per_s for r in runs] == [2600.0, 7400.0]

@@ -1,11 +1,14 @@
 """`fleetopt calibrate`: fit one GPU type's efficiency factors to serving-benchmark results.
 
 Each run of a result file is one observation: the replica (model, GPU, tp, formats) produced the
-run's output tokens/s at its mean lengths and mean TPOT, with at most the run's concurrency in
-flight. The prediction of a run is the cost model's best throughput for that class with the
-run's TPOT as the step budget and its concurrency as the batch limit, so the fitted factors make
-the planner reproduce what was measured. Runs that did not saturate the server (a request rate
-below capacity) carry little information about capacity: sweep the rate or the concurrency.
+run's output tokens/s at its mean lengths. A run that states its concurrency kept that many
+requests in flight: its prediction is the cost model's throughput with that many in flight
+(closed loop: the TPOT is what that batch gave, not a limit). A run without one is predicted as
+the best throughput with the run's mean TPOT as the step budget, under the engine's batch limit
+(`--max-num-seqs`). Either way the fitted factors make the planner reproduce what was measured.
+Runs that did not saturate the server (a request rate below capacity) carry little information
+about capacity: sweep the rate or the concurrency; runs at a few requests in flight also fit
+the per-layer overhead and decode attention's bandwidth share (fleetopt/calibrate/fit.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from fleetopt.calibrate.results import Run, read_runs
 from fleetopt.catalog import gpu_catalog
 from fleetopt.command_support import max_num_seqs_option, one_line_errors
 from fleetopt.dtypes import DTYPES
-from fleetopt.perf.efficiency import efficiency_for_spec
+from fleetopt.perf.efficiency import describe, efficiency_for_spec
 
 DTYPE_CHOICE = click.Choice(DTYPES)
 
@@ -40,6 +43,7 @@ def observation(run: Run, model: str, gpu: str, tp: int, weight: str, kv: str, s
         tpot_ms=run.tpot_ms,
         max_num_seqs=max(1, round(run.concurrency)) if run.concurrency else seqs,
         label=run.source,
+        closed_loop=run.concurrency is not None,
     )
 
 
@@ -68,8 +72,8 @@ def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, ou
     before = efficiency_for_spec(gpu_catalog().get(gpu))
     predict(observations[0], before)  # unknown model or GPU: one clear error before the fit
     fitted = fit(observations, before)
-    click.echo(f"{gpu}: catalog factors {before}")
-    click.echo(f"{gpu}: fitted factors  {fitted}")
+    click.echo(f"{gpu}: catalog factors {describe(before)}")
+    click.echo(f"{gpu}: fitted factors  {describe(fitted)}")
     errors = []
     for obs in observations:
         old, new = predict(obs, before), predict(obs, fitted)

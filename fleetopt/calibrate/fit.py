@@ -12,7 +12,11 @@ Which factors move is the caller's (`names`); by default the three core ones and
 observations identify. The interconnect factor moves only for the observations of one GPU type,
 some at tp > 1: one factor cannot serve two fabrics (and over NVLink the all-reduce is a small
 share of a step, so the fit there is weak; on PCIe it is a large one). The MoE factors move only
-where asked (`moe=True`) and the observations hold MoE rows.
+where asked (`moe=True`) and the observations hold MoE rows. The per-layer overhead, decode
+attention's bandwidth share and (one GPU type, tp > 1) the all-reduce latency move only where
+closed-loop runs at a few requests in flight tell them from the weight read; then the core grid
+takes the per-layer overhead in place of the per-step one, and the search also moves the
+factors that trade against each other in pairs (`PAIRS`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from fleetopt.calibrate.observation import Observation, relative_error
 from fleetopt.catalog import gpu_catalog, model_catalog
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import factor
-from fleetopt.perf.replica import tensor_cores
+from fleetopt.perf.replica import ALLREDUCE_LATENCY_S, tensor_cores
 
 GRIDS: dict[str, list[float]] = {
     "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
@@ -34,11 +38,30 @@ GRIDS: dict[str, list[float]] = {
     "memory": [0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9],
     "step_overhead_ms": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0],
     "interconnect": [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+    "allreduce_latency_us": [4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0, 30.0, 40.0],
+    "layer_overhead_us": [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0, 120.0],
+    "attention_memory": [round(0.2 + 0.05 * i, 2) for i in range(15)],
     "moe": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
     "moe_tp_loss": [0.0, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2],
 }
 CORE = ("compute", "memory", "step_overhead_ms")
-SCALE = {"step_overhead_ms": 10.0, "moe_tp_loss": 0.25}
+PAIRS = (
+    ("memory", "layer_overhead_us"),
+    ("memory", "attention_memory"),
+    ("compute", "memory"),
+    ("layer_overhead_us", "allreduce_latency_us"),
+)
+"""With the small-batch factors free, the fixed times and the bandwidth shares trade against
+each other: a step moves along these pairs together, which one factor at a time cannot."""
+SMALL_BATCH = 8
+"""Runs with at most this many requests in flight tell the per-layer overhead and decode
+attention's bandwidth share from the weight read: at large batches both hide in `memory`."""
+SCALE = {
+    "step_overhead_ms": 10.0,
+    "allreduce_latency_us": 10.0,
+    "layer_overhead_us": 100.0,
+    "moe_tp_loss": 0.25,
+}
 """How far a unit of each factor counts in the distance to the start (tie-breaks)."""
 
 
@@ -58,9 +81,23 @@ def free_factors(observations: Sequence[Observation], moe: bool = False) -> list
     types = {o.gpu for o in observations}
     if len(types) == 1 and any(o.tensor_parallel > 1 for o in observations):
         names.append("interconnect")
+    small = [o for o in observations if o.closed_loop and o.max_num_seqs <= SMALL_BATCH]
+    if small:
+        names += ["layer_overhead_us", "attention_memory"]
+    if len(types) == 1 and any(o.tensor_parallel > 1 for o in small):
+        names.append("allreduce_latency_us")
     if moe and any(models[o.model].num_experts is not None for o in observations):
         names += ["moe", "moe_tp_loss"]
     return names
+
+
+def _start_value(start: Efficiency, name: str, observations: Sequence[Observation]) -> float:
+    """A factor's value at the start; an unset all-reduce latency is the fabric's figure (one
+    GPU type: `free_factors` frees it only then)."""
+    if name == "allreduce_latency_us" and start.allreduce_latency_us is None:
+        fabric = gpu_catalog()[observations[0].gpu].interconnect
+        return ALLREDUCE_LATENCY_S[fabric] * 1e6
+    return factor(start, name)
 
 
 def fit(
@@ -71,25 +108,31 @@ def fit(
     if not observations:
         raise ValueError("no observations to fit")
     names = list(free_factors(observations) if names is None else names)
-    start = start.model_copy(update={n: factor(start, n) for n in names})
+    start = start.model_copy(update={n: _start_value(start, n, observations) for n in names})
 
     def key(eff: Efficiency) -> tuple[float, float]:
         distance = sum(abs(factor(eff, n) - factor(start, n)) / SCALE.get(n, 1.0) for n in names)
         return round(score(observations, eff), 4), distance
 
     core = [n for n in CORE if n in names]
-    candidates = (
-        start.model_copy(update=dict(zip(core, values, strict=True)))
+    if "layer_overhead_us" in names and "step_overhead_ms" in core:
+        core[core.index("step_overhead_ms")] = "layer_overhead_us"
+    tied = {"attention_memory": None} if "attention_memory" in names else {}
+    candidates = (  # decode attention's share follows the memory share until the core is set
+        start.model_copy(update=dict(zip(core, values, strict=True)) | tied)
         for values in itertools.product(*(GRIDS[n] for n in core))
     )
     best = min(candidates, key=key)
     best_key = key(best)
+    pairs = [p for p in PAIRS if set(p) <= set(names)] if "layer_overhead_us" in names else []
+    moves = [[{n: v} for v in GRIDS[n]] for n in names]
+    moves += [[{a: x, b: y} for x in GRIDS[a] for y in GRIDS[b]] for a, b in pairs]
     moved = True
     while moved:
         moved = False
-        for name in names:
-            for value in GRIDS[name]:
-                candidate = best.model_copy(update={name: value})
+        for move in moves:
+            for update in move:
+                candidate = best.model_copy(update=update)
                 candidate_key = key(candidate)
                 if candidate_key < best_key:
                     best, best_key, moved = candidate, candidate_key, True

@@ -16,7 +16,7 @@ from fleetopt.errors import InputError
 from fleetopt.instance import Efficiency, Serving
 from fleetopt.perf.operating_point import Limits, RequestShape
 from fleetopt.perf.replica import ACTIVATION_RESERVE_GB, Replica
-from fleetopt.perf.throughput import best_throughput
+from fleetopt.perf.throughput import Throughput, best_throughput
 
 CHUNKS = [256, 512, 1024, 2048, 4096, 8192, 16384]
 """Chunk budgets a measured engine may have used: the prediction takes the best of them."""
@@ -42,6 +42,13 @@ class Observation:
     """TensorRT-LLM's rule for its KV cache: this share of the memory left after the weights
     and the activation reserve (`--kv_cache_free_gpu_mem_fraction`); None: the planner's rule,
     a share of all memory (`gpu_memory_utilization`, vLLM's)."""
+    engine_name: str = ""
+    """The engine and version that ran it (the `engine` column)."""
+    closed_loop: bool = False
+    """The run kept `max_num_seqs` requests in flight, each sent when one finished (a fixed
+    client concurrency). Its TPOT is an outcome of that batch, not a limit the engine chose
+    its batch by: the prediction is the throughput with that many in flight, and no margins
+    for random arrivals (no request waits for a slot)."""
     batch_rule: str | None = None
     """'trtllm-bench': the batch and per-step token limits are what `trtllm-bench` derives
     from the dataset's lengths (`trtllm_bench_settings`), not `max_num_seqs`."""
@@ -52,8 +59,8 @@ class Observation:
             self.output_tokens,
             self.input_tokens,
             self.output_tokens,
-            None if self.ttft_ms is None else self.ttft_ms / 1e3,
-            None if self.tpot_ms is None else self.tpot_ms / 1e3,
+            None if self.ttft_ms is None or self.closed_loop else self.ttft_ms / 1e3,
+            None if self.tpot_ms is None or self.closed_loop else self.tpot_ms / 1e3,
             mean_tpot=True,  # a run's TPOT is the mean of its steps
         )
 
@@ -117,13 +124,25 @@ def replica_for(obs: Observation, efficiency: Efficiency) -> Replica:
     return Replica(model, Gpu(obs.gpu, spec, None, None), obs.tensor_parallel)
 
 
-def predict(obs: Observation, efficiency: Efficiency) -> float:
-    """Predicted output tokens/s per GPU (0 where no operating point meets the limits)."""
-    shape = obs.shape()
+def predicted_point(obs: Observation, efficiency: Efficiency) -> Throughput | None:
+    """The operating point the prediction runs at (None where none meets the limits)."""
     replica = replica_for(obs, efficiency)
     limits, chunks = obs.engine(replica)
-    best = best_throughput(replica, "colocated", shape, chunks, limits)
-    return best.output_tokens_per_s(shape) / obs.tensor_parallel if best else 0.0
+    return best_throughput(replica, "colocated", obs.shape(), chunks, limits)
+
+
+def predict(obs: Observation, efficiency: Efficiency) -> float:
+    """Predicted output tokens/s per GPU (0 where no operating point meets the limits)."""
+    best = predicted_point(obs, efficiency)
+    return best.output_tokens_per_s(obs.shape()) / obs.tensor_parallel if best else 0.0
+
+
+def predicted_tpot_ms(obs: Observation, efficiency: Efficiency) -> float | None:
+    """A closed-loop run's mean TPOT as predicted: the mean step with its requests in flight
+    (the step budget the prediction's batch fills; on the budgets' 1.1 grid). None for other
+    runs, whose TPOT is a limit, not an outcome."""
+    best = predicted_point(obs, efficiency) if obs.closed_loop else None
+    return None if best is None else best.op.step_s * 1e3
 
 
 def relative_error(obs: Observation, efficiency: Efficiency) -> float:

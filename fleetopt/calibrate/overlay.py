@@ -39,6 +39,10 @@ def write_overlay(path: str | Path, gpu: str, efficiency: Efficiency, note: str)
     path = Path(path)
     factors = read_overlay(path) if path.exists() else {}
     factors[gpu] = efficiency
-    body = {"efficiency": {name: eff.model_dump() for name, eff in sorted(factors.items())}}
+    body = {
+        "efficiency": {
+            name: eff.model_dump(exclude_none=True) for name, eff in sorted(factors.items())
+        }
+    }
     header = "".join(f"# {line}\n" for line in note.splitlines())
     path.write_text(header + yaml.safe_dump(body, sort_keys=False))

@@ -1,7 +1,10 @@
 """Read serving-benchmark result files: vLLM `bench serve --save-result` and GuideLLM reports.
 
 Each run becomes a `Run`: mean prompt and output lengths, output tokens/s of the server, the mean
-TPOT it ran at and, where stated, the client concurrency. Field layouts:
+TPOT it ran at and, where known, the requests it held in flight: vLLM's `max_concurrency` when
+requests were sent as fast as that allowed (`request_rate` inf), GuideLLM's measured mean
+`request_concurrency` (Little's law: throughput = in flight / latency, whatever the strategy).
+A vLLM run at a finite rate states only a cap, which need not have been reached. Field layouts:
 
 - vLLM (`vllm/benchmarks/serve.py`, `benchmark_serving.py`): one JSON object per run with
   `completed`, `total_input_tokens`, `total_output_tokens`, `output_throughput`, `mean_tpot_ms`
@@ -59,6 +62,8 @@ def read_runs(path: str | Path) -> list[Run]:
 def _vllm_run(path: Path, data: dict) -> Run:
     completed = _number(path, data, "completed", positive=True)
     concurrency = data.get("max_concurrency")
+    if data.get("request_rate", "inf") not in ("inf", float("inf")):
+        concurrency = None  # a rate-driven run: the cap need not have been reached
     return Run(
         source=str(path),
         input_tokens=_number(path, data, "total_input_tokens", positive=True) / completed,

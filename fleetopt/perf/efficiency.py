@@ -31,10 +31,24 @@ def moe_share(efficiency: Efficiency, tp: int) -> float:
     return factor(efficiency, "moe") / (1 + factor(efficiency, "moe_tp_loss") * (tp - 1))
 
 
+UNSET_LAYER_OVERHEAD_US = 0.0
+"""The per-layer overhead where none is fitted: the max-load rows the catalog's factors come
+from do not tell it from the bandwidth share; small-batch runs do (docs/cost-model.md)."""
+
+
 def factor(efficiency: Efficiency, name: str) -> float:
-    """One factor's value; an optional one left unset (the MoE correction) at the default's."""
+    """One factor's value. An optional one left unset takes the default's (the MoE correction),
+    decode attention's bandwidth share takes the memory share, and the per-layer overhead is
+    UNSET_LAYER_OVERHEAD_US. (The all-reduce latency's unset value is its fabric's:
+    `Replica.allreduce_latency_s`.)"""
     value = getattr(efficiency, name)
-    return getattr(DEFAULT, name) if value is None else value
+    if value is not None:
+        return value
+    if name == "attention_memory":
+        return efficiency.memory
+    if name == "layer_overhead_us":
+        return UNSET_LAYER_OVERHEAD_US
+    return getattr(DEFAULT, name)
 
 
 def efficiency_for_spec(spec: GpuSpec | None) -> Efficiency:
@@ -44,3 +58,8 @@ def efficiency_for_spec(spec: GpuSpec | None) -> Efficiency:
 
 def efficiency_for(gpu: Gpu) -> Efficiency:
     return efficiency_for_spec(gpu.spec)
+
+
+def describe(efficiency: Efficiency) -> str:
+    """The factors that are set, `name=value` — unset ones take the fallbacks of `factor`."""
+    return " ".join(f"{k}={v:g}" for k, v in efficiency.model_dump(exclude_none=True).items())

@@ -7,9 +7,9 @@ under another:
     step = fixed + weights + matmuls + attention + all-reduce
     weights   = weight bytes / (tp · HBM bandwidth · eff_memory)
     matmuls   = (2 · active params · tokens + prefill attention FLOPs) / (tp · peak FLOP/s · eff_compute)
-    attention = context tokens · max(KV bytes / bandwidth, attention FLOPs / FLOP/s)  per token
+    attention = context tokens · max(KV bytes / (bandwidth at eff_attention), attention FLOPs / FLOP/s)
     all-reduce = tokens · per-token all-reduce time        (zero at tp = 1)
-    fixed     = step overhead + 2 · layers · all-reduce latency
+    fixed     = step overhead + layers · layer overhead + 2 · layers · all-reduce latency
 
 A roofline would overlap the weight read with the matmuls (max instead of sum); the measured
 max-load rows fit the sum far better (docs/cost-model.md, "Tried"). Every term but the weight
@@ -33,7 +33,8 @@ share of a block of 16's FP8 scale (NVIDIA, "Introducing NVFP4", 2025)."""
 
 ACTIVATION_BYTES = 2.0  # all-reduce payloads are bf16 activations
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 12e-6, "pcie": 25e-6}
-"""Latency of one small all-reduce (NCCL / custom all-reduce, order of magnitude; docs/cost-model.md)."""
+"""Latency of one small all-reduce (NCCL / custom all-reduce, order of magnitude; docs/cost-model.md),
+unless the factors carry a fitted one (`Efficiency.allreduce_latency_us`)."""
 ACTIVATION_RESERVE_GB = 2.0
 """Per-GPU memory held back for activations, CUDA graphs and the allocator (vLLM profiles ~1-4 GB)."""
 
@@ -148,7 +149,8 @@ class Replica:
 
     @cached_property
     def kv_read_s_per_token(self) -> float:
-        return self.kv_footprint_per_token / self.bytes_per_s
+        share = factor(self.efficiency, "attention_memory")
+        return self.kv_footprint_per_token / self.bytes_per_s * self.efficiency.memory / share
 
     @cached_property
     def linear_s_per_token(self) -> float:
@@ -175,8 +177,14 @@ class Replica:
     def fixed_s(self) -> float:
         latency = 0.0
         if self.tp > 1:
-            latency = 2 * self.model.spec.layers * ALLREDUCE_LATENCY_S[self.gpu.spec.interconnect]
-        return self.efficiency.step_overhead_ms / 1e3 + latency
+            latency = 2 * self.model.spec.layers * self.allreduce_latency_s
+        per_layer = factor(self.efficiency, "layer_overhead_us") * 1e-6 * self.model.spec.layers
+        return self.efficiency.step_overhead_ms / 1e3 + per_layer + latency
+
+    @property
+    def allreduce_latency_s(self) -> float:
+        fitted = self.efficiency.allreduce_latency_us
+        return ALLREDUCE_LATENCY_S[self.gpu.spec.interconnect] if fitted is None else fitted / 1e6
 
     @cached_property
     def kv_transfer_bytes_per_s(self) -> float:
