@@ -194,6 +194,11 @@ def validate(instance_file) -> None:
     help="Pool size: with a TTFT limit, replicas sharing one prefill queue each carry more.",
 )
 @click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False),
+    help="Calibration overlay (`fleetopt calibrate -o`): its factors for --gpu.",
+)
+@click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 @one_line_errors
@@ -210,6 +215,7 @@ def perf(
     role,
     max_num_seqs,
     replicas,
+    calibration,
     fmt,
 ) -> None:
     """Capacity of one replica: tokens/s, concurrency, KV capacity, latency and what limits it."""
@@ -228,7 +234,18 @@ def perf(
                 "see `fleetopt catalog`"
             )
     m = resolve_model(ModelChoice(name=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype))
-    g = resolve_gpu(GpuChoice(type=gpu))
+    calibrated = None
+    if calibration is not None:
+        from fleetopt.calibrate.overlay import read_overlay
+
+        overlay = read_overlay(calibration)
+        if gpu not in overlay:
+            raise InputError(
+                f"--calibration {calibration}: no factors for {gpu} (it has: "
+                f"{', '.join(sorted(overlay))}); calibrate that GPU type or drop the option"
+            )
+        calibrated = overlay[gpu]
+    g = resolve_gpu(GpuChoice(type=gpu), calibrated)
     problem = valid_tensor_parallel(m, g, tp)
     if problem:
         raise InputError(f"--tp: {problem}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -249,6 +250,43 @@ def test_allreduce_grows_with_tp():
     # payload factor (tp - 1) / tp: 1/2, 3/4, 7/8
     assert per_token[1] / per_token[0] == pytest.approx(1.5)
     assert per_token[2] / per_token[0] == pytest.approx(1.75)
+
+
+def test_small_batch_factors_by_hand():
+    """t_fixed = t_0 + layers·t_layer + 2·layers·α at tp > 1; decode attention reads the KV at
+    its own share of the bandwidth; unset, they are 0, the fabric's α and the memory share."""
+    plain = replica("llama-3.1-70b", "h100-sxm", 4)
+    eff = efficiency_for(plain.gpu)
+    fitted = Replica(
+        plain.model,
+        gpu(
+            "h100-sxm",
+            efficiency=eff.model_dump()
+            | {"layer_overhead_us": 70.0, "allreduce_latency_us": 25.0, "attention_memory": 0.45},
+        ),
+        4,
+    )
+    assert plain.fixed_s == pytest.approx(eff.step_overhead_ms / 1e3 + 2 * 80 * 8e-6)
+    assert fitted.fixed_s == pytest.approx(eff.step_overhead_ms / 1e3 + 80 * 70e-6 + 2 * 80 * 25e-6)
+    assert fitted.kv_read_s_per_token == pytest.approx(
+        plain.kv_read_s_per_token * eff.memory / 0.45
+    )
+    assert fitted.weight_read_s == pytest.approx(plain.weight_read_s)
+
+
+def test_perf_takes_a_calibration_overlay(tmp_path):
+    """`fleetopt perf --calibration`: the overlay's factors for that GPU type (one request in
+    flight at 200/200 on the shipped 2024 NIM fit is slower than on the catalog's factors);
+    an overlay without the GPU type is one line, exit 2."""
+    args = ["perf", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "200"]
+    args += ["--output-tokens", "200", "--max-num-seqs", "1", "--format", "json"]
+    overlay = Path(__file__).parents[1] / "calibrations" / "nim-trtllm-2024.yaml"
+    plain = json.loads(CliRunner().invoke(main, args).output)
+    nim = json.loads(CliRunner().invoke(main, [*args, "--calibration", str(overlay)]).output)
+    assert nim["output_tokens_per_s"] < 0.8 * plain["output_tokens_per_s"]
+    result = CliRunner().invoke(main, [*args[:4], "l40s", *args[5:], "--calibration", str(overlay)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "l40s" in result.output and "--calibration" in result.output
 
 
 # --- decode -----------------------------------------------------------------------------------------
