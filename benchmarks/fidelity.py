@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from fleetopt.calibrate.fit import fit, free_factors
-from fleetopt.calibrate.observation import BATCH_RULES, Observation, predict, predicted_tpot_ms
+from fleetopt.calibrate.observation import BATCH_RULES, Observation, prediction
 from fleetopt.calibrate.overlay import write_overlay
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import DEFAULT, describe
@@ -138,7 +138,7 @@ def report(title: str, data: Sequence[Observation], factors, markdown: bool) -> 
     errs, tpot_errs = [], []
     for o in data:
         efficiency = per_gpu.get(o.gpu, default)
-        predicted = predict(o, efficiency)
+        predicted, tpot = prediction(o, efficiency)
         err = predicted / o.output_tokens_per_s_per_gpu - 1
         errs.append(abs(err))
         cells = [
@@ -152,7 +152,6 @@ def report(title: str, data: Sequence[Observation], factors, markdown: bool) -> 
             f"{err:+.1%}",
         ]
         if closed:
-            tpot = predicted_tpot_ms(o, efficiency)
             if tpot is not None and o.tpot_ms:
                 tpot_errs.append(abs(tpot / o.tpot_ms - 1))
             shown = "-" if tpot is None else f"{tpot:.1f}"

@@ -30,7 +30,7 @@ from fleetopt.calibrate.observation import Observation, relative_error
 from fleetopt.catalog import gpu_catalog, model_catalog
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import factor
-from fleetopt.perf.replica import ALLREDUCE_LATENCY_S, tensor_cores
+from fleetopt.perf.replica import allreduce_latency_s, tensor_cores
 
 GRIDS: dict[str, list[float]] = {
     "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
@@ -94,9 +94,8 @@ def free_factors(observations: Sequence[Observation], moe: bool = False) -> list
 def _start_value(start: Efficiency, name: str, observations: Sequence[Observation]) -> float:
     """A factor's value at the start; an unset all-reduce latency is the fabric's figure (one
     GPU type: `free_factors` frees it only then)."""
-    if name == "allreduce_latency_us" and start.allreduce_latency_us is None:
-        fabric = gpu_catalog()[observations[0].gpu].interconnect
-        return ALLREDUCE_LATENCY_S[fabric] * 1e6
+    if name == "allreduce_latency_us":
+        return allreduce_latency_s(start, gpu_catalog()[observations[0].gpu]) * 1e6
     return factor(start, name)
 
 

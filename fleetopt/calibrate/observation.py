@@ -16,7 +16,7 @@ from fleetopt.errors import InputError
 from fleetopt.instance import Efficiency, Serving
 from fleetopt.perf.operating_point import Limits, RequestShape
 from fleetopt.perf.replica import ACTIVATION_RESERVE_GB, Replica
-from fleetopt.perf.throughput import Throughput, best_throughput
+from fleetopt.perf.throughput import best_throughput
 
 CHUNKS = [256, 512, 1024, 2048, 4096, 8192, 16384]
 """Chunk budgets a measured engine may have used: the prediction takes the best of them."""
@@ -124,25 +124,24 @@ def replica_for(obs: Observation, efficiency: Efficiency) -> Replica:
     return Replica(model, Gpu(obs.gpu, spec, None, None), obs.tensor_parallel)
 
 
-def predicted_point(obs: Observation, efficiency: Efficiency) -> Throughput | None:
-    """The operating point the prediction runs at (None where none meets the limits)."""
+def prediction(obs: Observation, efficiency: Efficiency) -> tuple[float, float | None]:
+    """Predicted output tokens/s per GPU (0 where no operating point meets the limits) and, for
+    a closed-loop run, its mean TPOT in ms: the mean step with its requests in flight (the step
+    budget the prediction's batch fills, on the budgets' 1.1 grid). Other runs' TPOT is a limit,
+    not an outcome: None."""
+    shape = obs.shape()
     replica = replica_for(obs, efficiency)
     limits, chunks = obs.engine(replica)
-    return best_throughput(replica, "colocated", obs.shape(), chunks, limits)
+    best = best_throughput(replica, "colocated", shape, chunks, limits)
+    if best is None:
+        return 0.0, None
+    tpot_ms = best.op.step_s * 1e3 if obs.closed_loop else None
+    return best.output_tokens_per_s(shape) / obs.tensor_parallel, tpot_ms
 
 
 def predict(obs: Observation, efficiency: Efficiency) -> float:
     """Predicted output tokens/s per GPU (0 where no operating point meets the limits)."""
-    best = predicted_point(obs, efficiency)
-    return best.output_tokens_per_s(obs.shape()) / obs.tensor_parallel if best else 0.0
-
-
-def predicted_tpot_ms(obs: Observation, efficiency: Efficiency) -> float | None:
-    """A closed-loop run's mean TPOT as predicted: the mean step with its requests in flight
-    (the step budget the prediction's batch fills; on the budgets' 1.1 grid). None for other
-    runs, whose TPOT is a limit, not an outcome."""
-    best = predicted_point(obs, efficiency) if obs.closed_loop else None
-    return None if best is None else best.op.step_s * 1e3
+    return prediction(obs, efficiency)[0]
 
 
 def relative_error(obs: Observation, efficiency: Efficiency) -> float:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from fleetopt.catalog import Gpu, Model
-from fleetopt.instance import GpuSpec, ModelSpec
+from fleetopt.instance import Efficiency, GpuSpec, ModelSpec
 from fleetopt.perf.efficiency import efficiency_for, factor, moe_share
 
 BYTES_PER_VALUE = {"bf16": 2.0, "fp8": 1.0, "int4": 0.5, "fp4": 0.5625}
@@ -37,6 +37,12 @@ ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "infinity-fabric": 12e-6, "pcie": 25e-6}
 unless the factors carry a fitted one (`Efficiency.allreduce_latency_us`)."""
 ACTIVATION_RESERVE_GB = 2.0
 """Per-GPU memory held back for activations, CUDA graphs and the allocator (vLLM profiles ~1-4 GB)."""
+
+
+def allreduce_latency_s(efficiency: Efficiency, spec: GpuSpec) -> float:
+    """One small all-reduce's latency: the fitted one, else the fabric's figure."""
+    fitted = efficiency.allreduce_latency_us
+    return ALLREDUCE_LATENCY_S[spec.interconnect] if fitted is None else fitted / 1e6
 
 
 def tensor_cores(spec: GpuSpec, weight_dtype: str) -> str:
@@ -183,8 +189,7 @@ class Replica:
 
     @property
     def allreduce_latency_s(self) -> float:
-        fitted = self.efficiency.allreduce_latency_us
-        return ALLREDUCE_LATENCY_S[self.gpu.spec.interconnect] if fitted is None else fitted / 1e6
+        return allreduce_latency_s(self.efficiency, self.gpu.spec)
 
     @cached_property
     def kv_transfer_bytes_per_s(self) -> float:
