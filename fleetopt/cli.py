@@ -224,7 +224,7 @@ def perf(
     from fleetopt.errors import InfeasibleError
     from fleetopt.instance import GpuChoice, ModelChoice, Serving
     from fleetopt.perf.calculator import replica_capacity, why_none
-    from fleetopt.perf.operating_point import Limits, RequestShape
+    from fleetopt.perf.operating_point import Limits, RequestShape, walker
     from fleetopt.perf.replica import Replica
 
     for option, name, known in (("--model", model, model_catalog()), ("--gpu", gpu, gpu_catalog())):
@@ -260,7 +260,7 @@ def perf(
         tpot_ms / 1e3 if tpot_ms else None,
         output_shortest=output_tokens,
     )
-    replica = Replica(m, g, tp)
+    replica = walker(Replica(m, g, tp), role, shape.walk_tokens)
     result = replica_capacity(replica, role, shape, serving.chunk_tokens, limits, replicas)
     if result is None:
         why = why_none(replica, role, shape, serving.chunk_tokens, limits, replicas)

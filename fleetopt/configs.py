@@ -111,6 +111,9 @@ class Config:
     unqueued_misses: dict[str, float] = field(default_factory=dict)
     """Share of a class's requests that miss its TTFT here however idle the pool (classes with
     any): they spend its miss share before queueing does (`operating_point.unqueued_misses`)."""
+    walk_tokens: float = 0.0
+    """The context level: the longest context its steps walk (0: attention splits contexts;
+    `walk_levels`)."""
 
     @property
     def role(self) -> str:
@@ -140,7 +143,8 @@ class Config:
         if self.op.longest_step_s is not None:
             point += f"-longest{self.op.longest_step_s * 1e3:.2f}ms"
         queue = "" if self.wait_budget_s is None else f"-wait{self.wait_budget_s * 1e3:.0f}ms"
-        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}"
+        walk = f"-ctx{self.walk_tokens:.0f}" if self.walk_tokens else ""
+        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}{walk}"
 
 
 @dataclass
@@ -263,11 +267,38 @@ def _model_configs(
                         covered.append(c)
                     else:
                         rejections[c.name].append(Rejection(where, "profile", reason))
-                for op in operating_points(
-                    replica, role, covered, instance.serving.chunk_tokens, here
-                ):
-                    configs += _analytic_configs(replica, op, covered, here, rejections)
+                for walker, members in walk_levels(replica, role, covered):
+                    for op in operating_points(
+                        walker, role, members, instance.serving.chunk_tokens, here
+                    ):
+                        configs += _analytic_configs(walker, op, members, here, rejections)
     return configs, rejections
+
+
+WALK_GRID = 1.25
+"""Classes' longest contexts are rounded up to powers of 1.25 tokens before they become context
+levels: conservative (a step walks a context a little longer than the class's), and classes of
+nearby lengths share a level."""
+
+
+def walk_levels(
+    replica: Replica, role: str, classes: list[RequestClass]
+) -> list[tuple[Replica, list[RequestClass]]]:
+    """The replica at each context level its classes need, with the classes it may carry
+    there. Where decode attention walks each sequence's context alone, every step lasts at
+    least the longest walk in its batch, so a config at level W carries the classes whose
+    long sequences (`RequestShape.walk_tokens`) reach at most W tokens; elsewhere (split-KV
+    attention, prefill pools) one level, the replica as it is."""
+    if role == "prefill" or replica.walk_s_per_token == 0 or not classes:
+        return [(replica, classes)]
+    level = {
+        c.name: WALK_GRID ** math.ceil(math.log(c.shape.walk_tokens, WALK_GRID) - 1e-9)
+        for c in classes
+    }
+    return [
+        (replica.at_walk(w), [c for c in classes if level[c.name] <= w])
+        for w in sorted(set(level.values()))
+    ]
 
 
 def _slowest_decode_network(model: Model, resolved: Resolved, limits: Limits) -> float | None:
@@ -382,7 +413,9 @@ def _analytic_configs(
     W seconds to queue may share a pool with classes that leave at least W, so one config per
     distinct W carries the classes at or above it, with the pooling curve of that budget."""
     caps = capacity(replica, op, limits)
-    base = Config(replica.model.name, replica.gpu.name, replica.tp, op, caps)
+    base = Config(
+        replica.model.name, replica.gpu.name, replica.tp, op, caps, walk_tokens=replica.walk_tokens
+    )
     if not caps:
         for c in classes:
             rejections[c.name].append(Rejection(base.key, "tpot", capacity_gap(replica, op)))

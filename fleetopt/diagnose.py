@@ -56,10 +56,9 @@ def _explain(
                 f"{_name(fastest)}; {_fixes(cls, resolved, 'ttft_ms')}"
             )
     if not decode and shape.tpot_s is not None:
-        context = shape.input_tail + shape.output_tail
-        fastest = min(
-            replicas, key=lambda r: r.step_s(decode_seqs=1, decode_context_tokens=context)
-        )
+        context = shape.walk_tokens
+        walkers = [r.at_walk(context) for r in replicas]
+        fastest = min(walkers, key=lambda r: r.step_s(decode_seqs=1, decode_context_tokens=context))
         best = fastest.step_s(decode_seqs=1, decode_context_tokens=context)
         if best > shape.tpot_s:
             return (

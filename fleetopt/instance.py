@@ -123,7 +123,16 @@ class Efficiency(Strict):
     figure (perf/replica.py `ALLREDUCE_LATENCY_S`)."""
     layer_overhead_us: float | None = Field(None, ge=0)
     """Fixed time per layer per step (its kernels' launches and ramps, whatever the batch), µs;
-    None: the fitted default's (docs/cost-model.md)."""
+    None: 0."""
+    sequence_overhead_us: float | None = Field(None, ge=0)
+    """Host time each decode sequence takes per step (sampling, detokenisation, scheduling),
+    µs, done while the GPUs run the step: a replica decodes at most 1/this tokens per second,
+    however fast its GPUs; None: 0 (no ceiling)."""
+    attention_latency_ns: float | None = Field(None, ge=0)
+    """Time one sequence's decode attention takes per context token per layer however few
+    sequences share the step, ns: kernels that walk a sequence's context on one thread block per
+    head (no split-KV, "flash decoding") leave most of a GPU idle at small batches, so a step
+    lasts at least the longest sequence's walk; None: 0 (split-KV kernels)."""
     moe: float | None = Field(None, gt=0, le=1)
     """MoE models: the share of these efficiencies (compute and memory) a tp-1 replica reaches;
     None: the fitted default's (docs/cost-model.md)."""

@@ -27,6 +27,7 @@ from fleetopt.perf.operating_point import (
     queue_curve,
     step_quantile,
     tpot_per_step,
+    walker,
 )
 from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.replica import Replica
@@ -148,6 +149,7 @@ def _check_pool(
     if problem:
         return [problem]
     replica = replica_for(model, gpu, pool.tensor_parallel, pool.role, resolved.instance.profiles)
+    replica = walker(replica, pool.role, max((c.shape.walk_tokens for c, _ in load), default=0))
     limits = replica_limits(replica, limits_of(resolved))
     gaps = [
         f"{cls.name}: {reason}"
@@ -261,6 +263,12 @@ def _check_pool(
             problems += _step_at_percentile(replica, pool.role, tau, left, z, rates, prompts=False)
         else:
             problems += _step_at_percentile(replica, pool.role, tau, tau, z, rates, prompts=True)
+    tokens = sum(r * c.shape.output_mean for c, r in load) / x
+    if does_decode and tokens * replica.host_s_per_token > 1 + REL_TOL:
+        problems.append(
+            f"{tokens:,.0f} output tokens/s per replica > the host's "
+            f"{1 / replica.host_s_per_token:,.0f}"
+        )
     if pool.role in ("prefill", "decode"):
         sent = sum(r * c.shape.input_mean * replica.kv_bytes_per_token for c, r in load) / x
         if sent > replica.kv_transfer_bytes_per_s * (1 + REL_TOL):

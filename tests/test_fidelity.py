@@ -1,6 +1,6 @@
 """The shipped efficiency factors are what benchmarks/fidelity.py fits, and they meet the
 fidelity target on the held-out rows of fleetopt/catalog/calibration.csv; an engine fitted on its
-own ships its fit as an overlay and meets the median target."""
+own ships its fit as an overlay and meets the target too."""
 
 from __future__ import annotations
 
@@ -75,10 +75,11 @@ def test_an_engine_fitted_on_its_own_ships_its_fit(engine):
 
 @pytest.mark.parametrize("part", ["fitted", "held out"])
 @pytest.mark.parametrize("engine", list(fidelity.OWN_FACTORS))
-def test_an_engine_fitted_on_its_own_meets_the_median_target(engine, part):
-    """Closed-loop sweeps from one request in flight to hundreds: the median holds; the largest
-    errors (long prompts at a few requests in flight) are in docs/cost-model.md."""
+def test_an_engine_fitted_on_its_own_meets_the_target(engine, part):
+    """Closed-loop sweeps from one request in flight to hundreds: median ≤ 15% and no row off
+    by more than 35%, fitted and held out."""
     fitted, held_out, overlay = _own(engine)
     rows = fitted if part == "fitted" else held_out
     errors = [abs(predict(o, overlay[o.gpu]) / o.output_tokens_per_s_per_gpu - 1) for o in rows]
     assert statistics.median(errors) <= 0.15
+    assert max(errors) <= 0.35

@@ -2,8 +2,9 @@
 observations can tell them apart) to observations on a grid.
 
 Objective: median absolute log error plus a quarter of the largest, so one bad row cannot be
-traded for many good ones and the median is not bought with a wild outlier. Search: every point
-of the grid of the three core factors (compute, memory, step overhead), then, from the best,
+traded for many good ones and the median is not bought with a wild outlier. Search: the
+attention walk and the host's ceiling where free (`FIRST`), then every point of the grid of the
+three core factors (compute, memory, step overhead), then, from the best,
 each free factor in turn takes the best value of its grid with the others held, until a whole
 round moves none. Among equally good values the one nearest the start wins, which keeps a fit to
 one or two benchmark files from wandering.
@@ -12,11 +13,12 @@ Which factors move is the caller's (`names`); by default the three core ones and
 observations identify. The interconnect factor moves only for the observations of one GPU type,
 some at tp > 1: one factor cannot serve two fabrics (and over NVLink the all-reduce is a small
 share of a step, so the fit there is weak; on PCIe it is a large one). The MoE factors move only
-where asked (`moe=True`) and the observations hold MoE rows. The per-layer overhead, decode
-attention's bandwidth share and (one GPU type, tp > 1) the all-reduce latency move only where
-closed-loop runs at a few requests in flight tell them from the weight read; then the core grid
-takes the per-layer overhead in place of the per-step one, and the search also moves the
-factors that trade against each other in pairs (`PAIRS`).
+where asked (`moe=True`) and the observations hold MoE rows. The small-batch factors
+(per-layer overhead, decode attention's bandwidth share and walk, the host's time per sequence)
+and (one GPU type, tp > 1) the all-reduce latency move only where closed-loop runs at a few
+requests in flight tell them from the weight read; then the core grid takes the per-layer
+overhead in place of the per-step one, and the search also moves the factors that trade
+against each other in pairs (`PAIRS`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ GRIDS: dict[str, list[float]] = {
     "interconnect": [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
     "allreduce_latency_us": [4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0, 30.0, 40.0],
     "layer_overhead_us": [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0, 120.0],
+    "sequence_overhead_us": [10.0 * k for k in (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 30)],
+    "attention_latency_ns": [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 25.0],
     "attention_memory": [round(0.2 + 0.05 * i, 2) for i in range(15)],
     "moe": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
     "moe_tp_loss": [0.0, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2],
@@ -50,16 +54,30 @@ PAIRS = (
     ("memory", "attention_memory"),
     ("compute", "memory"),
     ("layer_overhead_us", "allreduce_latency_us"),
+    ("attention_memory", "attention_latency_ns"),
 )
 """With the small-batch factors free, the fixed times and the bandwidth shares trade against
 each other: a step moves along these pairs together, which one factor at a time cannot."""
+FIRST = ("attention_latency_ns", "sequence_overhead_us")
+"""Set on their own grid, the other factors at the start, before the core grid: the walk and the
+host's ceiling shape the runs in ways the core's factors, moved first, mimic in part (more
+per-layer time, a slower weight read) and the search then cannot undo one factor at a time."""
 SMALL_BATCH = 8
-"""Runs with at most this many requests in flight tell the per-layer overhead and decode
-attention's bandwidth share from the weight read: at large batches both hide in `memory`."""
+"""Runs with at most this many requests in flight tell the per-layer overhead, decode
+attention's bandwidth share and its walk from the weight read (at large batches they hide in
+`memory`); beside them, runs at large batches tell the host's ceiling from the step."""
+SMALL_BATCH_FACTORS = (
+    "layer_overhead_us",
+    "attention_memory",
+    "attention_latency_ns",
+    "sequence_overhead_us",
+)
 SCALE = {
     "step_overhead_ms": 10.0,
     "allreduce_latency_us": 10.0,
     "layer_overhead_us": 100.0,
+    "sequence_overhead_us": 100.0,
+    "attention_latency_ns": 20.0,
     "moe_tp_loss": 0.25,
 }
 """How far a unit of each factor counts in the distance to the start (tie-breaks)."""
@@ -83,7 +101,7 @@ def free_factors(observations: Sequence[Observation], moe: bool = False) -> list
         names.append("interconnect")
     small = [o for o in observations if o.closed_loop and o.max_num_seqs <= SMALL_BATCH]
     if small:
-        names += ["layer_overhead_us", "attention_memory"]
+        names += SMALL_BATCH_FACTORS
     if len(types) == 1 and any(o.tensor_parallel > 1 for o in small):
         names.append("allreduce_latency_us")
     if moe and any(models[o.model].num_experts is not None for o in observations):
@@ -116,9 +134,17 @@ def fit(
     core = [n for n in CORE if n in names]
     if "layer_overhead_us" in names and "step_overhead_ms" in core:
         core[core.index("step_overhead_ms")] = "layer_overhead_us"
+    first = [n for n in FIRST if n in names]
+    around = min(  # the terms the core's factors would otherwise mimic, set first
+        (
+            start.model_copy(update=dict(zip(first, values, strict=True)))
+            for values in itertools.product(*(GRIDS[n] for n in first))
+        ),
+        key=key,
+    )
     tied = {"attention_memory": None} if "attention_memory" in names else {}
     candidates = (  # decode attention's share follows the memory share until the core is set
-        start.model_copy(update=dict(zip(core, values, strict=True)) | tied)
+        around.model_copy(update=dict(zip(core, values, strict=True)) | tied)
         for values in itertools.product(*(GRIDS[n] for n in core))
     )
     best = min(candidates, key=key)

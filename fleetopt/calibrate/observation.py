@@ -127,15 +127,17 @@ def replica_for(obs: Observation, efficiency: Efficiency) -> Replica:
 def prediction(obs: Observation, efficiency: Efficiency) -> tuple[float, float | None]:
     """Predicted output tokens/s per GPU (0 where no operating point meets the limits) and, for
     a closed-loop run, its mean TPOT in ms: the mean step with its requests in flight (the step
-    budget the prediction's batch fills, on the budgets' 1.1 grid). Other runs' TPOT is a limit,
-    not an outcome: None."""
+    budget the prediction's batch fills, on the budgets' 1.1 grid, or the host's time for that
+    batch where it is longer). Other runs' TPOT is a limit, not an outcome: None."""
     shape = obs.shape()
-    replica = replica_for(obs, efficiency)
+    replica = replica_for(obs, efficiency).at_walk(shape.walk_tokens)
     limits, chunks = obs.engine(replica)
     best = best_throughput(replica, "colocated", shape, chunks, limits)
     if best is None:
         return 0.0, None
-    tpot_ms = best.op.step_s * 1e3 if obs.closed_loop else None
+    tpot_ms = None
+    if obs.closed_loop:  # a step lasts at least its batch's host time (`host_s_per_token`)
+        tpot_ms = max(best.op.step_s, obs.max_num_seqs * replica.host_s_per_token) * 1e3
     return best.output_tokens_per_s(shape) / obs.tensor_parallel, tpot_ms
 
 

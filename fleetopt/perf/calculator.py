@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from fleetopt.perf.operating_point import (
     BATCH,
     DECODE_STEP,
+    HOST,
     KV,
     KV_IN,
     KV_OUT,
@@ -30,6 +31,7 @@ BOUND_NAMES = {
     KV: "KV capacity",
     KV_OUT: "interconnect",
     KV_IN: "interconnect",
+    HOST: "host",
 }
 
 

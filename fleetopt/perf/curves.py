@@ -156,8 +156,8 @@ class CurveReplica(Replica):
             model,
             gpu,
             profile.tensor_parallel,
-            PrefillCurve.of(profile.prefill) if profile.prefill else None,
-            DecodePlane.of(profile.decode) if profile.decode else None,
+            prefill=PrefillCurve.of(profile.prefill) if profile.prefill else None,
+            decode=DecodePlane.of(profile.decode) if profile.decode else None,
         )
 
     @cached_property
@@ -166,6 +166,16 @@ class CurveReplica(Replica):
 
     @cached_property
     def weight_read_s(self) -> float:
+        return 0.0
+
+    @cached_property
+    def walk_s_per_token(self) -> float:
+        """The measured step holds the walk already: configs need no context levels."""
+        return 0.0
+
+    @cached_property
+    def host_s_per_token(self) -> float:
+        """The measured steps hold the host's time already."""
         return 0.0
 
     @cached_property

@@ -31,23 +31,24 @@ def moe_share(efficiency: Efficiency, tp: int) -> float:
     return factor(efficiency, "moe") / (1 + factor(efficiency, "moe_tp_loss") * (tp - 1))
 
 
-UNSET_LAYER_OVERHEAD_US = 0.0
-"""The per-layer overhead where none is fitted: the max-load rows the catalog's factors come
-from do not tell it from the bandwidth share; small-batch runs do (docs/cost-model.md)."""
+UNSET_AS_ZERO = ("layer_overhead_us", "sequence_overhead_us", "attention_latency_ns")
+"""Small-batch factors that are 0 where none is fitted: the max-load rows the catalog's factors
+come from do not tell them from the bandwidth and compute shares; closed-loop runs do
+(docs/cost-model.md)."""
 
 
 def factor(efficiency: Efficiency, name: str) -> float:
     """One factor's value. An optional one left unset takes the default's (the MoE correction),
-    decode attention's bandwidth share takes the memory share, and the per-layer overhead is
-    UNSET_LAYER_OVERHEAD_US. (The all-reduce latency's unset value is its fabric's:
+    decode attention's bandwidth share takes the memory share, and the small-batch times are 0
+    (`UNSET_AS_ZERO`). (The all-reduce latency's unset value is its fabric's:
     `Replica.allreduce_latency_s`.)"""
     value = getattr(efficiency, name)
     if value is not None:
         return value
     if name == "attention_memory":
         return efficiency.memory
-    if name == "layer_overhead_us":
-        return UNSET_LAYER_OVERHEAD_US
+    if name in UNSET_AS_ZERO:
+        return 0.0
     return getattr(DEFAULT, name)
 
 

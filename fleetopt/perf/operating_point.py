@@ -38,6 +38,7 @@ BATCH = "batch_slots"
 KV = "kv_memory"
 KV_OUT = "kv_transfer_out"
 KV_IN = "kv_transfer_in"
+HOST = "host"
 PROFILE = "measured_capacity"
 
 RESOURCE_LABELS = {
@@ -48,6 +49,7 @@ RESOURCE_LABELS = {
     KV: "KV memory",
     KV_OUT: "KV transfer (send)",
     KV_IN: "KV transfer (receive)",
+    HOST: "host (tokens/s)",
     PROFILE: "measured capacity",
 }
 
@@ -97,6 +99,13 @@ class RequestShape:
     def prompt_s(self, replica: Replica) -> float:
         """Mean compute time of the class's prompts on the replica, attention included."""
         return replica.mean_prompt_compute_s(self.input_mean, self.input_cv2)
+
+    @property
+    def walk_tokens(self) -> float:
+        """The context the class's long sequences reach in a batch: a percentile-length
+        request at its last token (where attention walks each context alone, the step lasts at
+        least the longest one's walk: `Replica.walk_tokens`)."""
+        return self.input_tail + self.output_tail
 
     def longest_sequence(self, decodes: bool) -> float:
         prompt = max(self.input_longest, self.input_tail)
@@ -149,6 +158,12 @@ class Limits:
     gpu_memory_utilization: float
 
 
+def walker(replica: Replica, role: str, walk_tokens: float) -> Replica:
+    """The replica whose steps walk sequences of up to `walk_tokens` (`Replica.walk_tokens`);
+    a prefill replica's steps hold no decoding sequence."""
+    return replica if role == "prefill" else replica.at_walk(walk_tokens)
+
+
 def prefill_step_s(replica: Replica, chunk_tokens: int) -> float:
     """Step time of a dedicated prefill replica processing a full chunk."""
     return replica.step_s(prefill_tokens=chunk_tokens)
@@ -192,6 +207,8 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
             caps[LONGEST_STEP] = longest / tau
         caps[BATCH] = float(limits.max_num_seqs)
         caps[KV] = kv_tokens
+        if replica.host_s_per_token > 0:  # the host's share of its time: tokens · t_host
+            caps[HOST] = 1.0
     if op.role == "prefill":
         caps[KV_OUT] = replica.kv_transfer_bytes_per_s / 1e9  # GB/s: keeps the matrix well scaled
     if op.role == "decode":
@@ -233,6 +250,8 @@ def usage(replica: Replica, op: OperatingPoint, shape: RequestShape) -> dict[str
             use[LONGEST_STEP] = batch
         use[BATCH] = out * op.step_s
         use[KV] = out * op.step_s * shape.reserved_tokens
+        if replica.host_s_per_token > 0:
+            use[HOST] = out * replica.host_s_per_token
     if op.role == "prefill":
         use[KV_OUT] = shape.input_mean * replica.kv_bytes_per_token / 1e9
     if op.role == "decode":

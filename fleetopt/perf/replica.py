@@ -10,17 +10,20 @@ under another:
     attention = context tokens · max(KV bytes / (bandwidth at eff_attention), attention FLOPs / FLOP/s)
     all-reduce = tokens · per-token all-reduce time        (zero at tp = 1)
     fixed     = step overhead + layers · layer overhead + 2 · layers · all-reduce latency
+                + layers · attention latency · longest context     (the longest sequence's walk)
 
 A roofline would overlap the weight read with the matmuls (max instead of sum); the measured
 max-load rows fit the sum far better (docs/cost-model.md, "Tried"). Every term but the weight
 read and the fixed time is linear in the tokens of the step, which is what lets the program hold
-the step-time limit with one linear row.
+the step-time limit with one linear row. The walk is fixed for a replica: it is the longest
+context the replica's sequences hold (`walk_tokens`, the context level of its configs). The
+host's work per sequence runs beside the step, not in it (`host_s_per_token`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from fleetopt.catalog import Gpu, Model
@@ -82,6 +85,10 @@ class Replica:
     model: Model
     gpu: Gpu
     tp: int
+    walk_tokens: float = 0.0
+    """The longest context a sequence on this replica holds (a config's context level): where
+    decode attention walks each sequence's context alone (`attention_latency_ns`), every step
+    lasts at least that walk."""
 
     @cached_property
     def efficiency(self):
@@ -185,7 +192,8 @@ class Replica:
         if self.tp > 1:
             latency = 2 * self.model.spec.layers * self.allreduce_latency_s
         per_layer = factor(self.efficiency, "layer_overhead_us") * 1e-6 * self.model.spec.layers
-        return self.efficiency.step_overhead_ms / 1e3 + per_layer + latency
+        walk = self.walk_tokens * self.walk_s_per_token
+        return self.efficiency.step_overhead_ms / 1e3 + per_layer + latency + walk
 
     @property
     def allreduce_latency_s(self) -> float:
@@ -220,6 +228,22 @@ class Replica:
         the KV read or, where one KV value serves many query heads (an MLA latent), by its
         FLOPs."""
         return max(self.kv_read_s_per_token, self.attention_s_per_pair)
+
+    @cached_property
+    def host_s_per_token(self) -> float:
+        """Host time per decoded token (sampling, detokenisation), spent while the GPUs run
+        the step: a step lasts at least its sequences' host time, so below saturation the
+        host hides under the step, and a replica decodes at most 1/this tokens per second."""
+        return factor(self.efficiency, "sequence_overhead_us") * 1e-6
+
+    @cached_property
+    def walk_s_per_token(self) -> float:
+        """Time the longest sequence's attention walk takes per context token, all layers."""
+        return factor(self.efficiency, "attention_latency_ns") * 1e-9 * self.model.spec.layers
+
+    def at_walk(self, walk_tokens: float) -> Replica:
+        """This replica with its sequences' longest context at `walk_tokens`."""
+        return replace(self, walk_tokens=walk_tokens)
 
     def decode_s_per_token(self, context_tokens: float) -> float:
         """What one decode sequence of this context adds to a step (its matmuls and attention;

@@ -28,16 +28,22 @@ PROBE = 1e6
 
 @dataclass(frozen=True)
 class StepModel:
-    """step = base + per-sequence + per-context + prefill compute + all-reduce per token: the
-    step model's sum, each part linear in the load (base = fixed time + weight read)."""
+    """step = base + per-sequence + per-context + prefill compute + all-reduce per token + the
+    longest sequence's walk: the step model's sum, each part linear in the load (base = fixed
+    time + weight read). The walk is the batch's own: the replica is read at walk 0 and each
+    step adds its longest running context's walk (`Replica.walk_s_per_token`). The host's time
+    per sequence runs beside the step: a step lasts at least that (`Replica.host_s_per_token`)."""
 
     base_s: float
     s_per_seq: float
     s_per_context: float
     allreduce_s_per_token: float
+    s_per_walk: float = 0.0
+    host_s_per_seq: float = 0.0
 
     @classmethod
     def of(cls, replica: Replica) -> StepModel:
+        replica = replica.at_walk(0.0)
         base = replica.step_parts()
         seq = replica.step_parts(decode_seqs=PROBE)
         ctx = replica.step_parts(decode_context_tokens=PROBE)
@@ -46,18 +52,24 @@ class StepModel:
             s_per_seq=(seq.total_s - seq.allreduce_s - base.total_s + base.allreduce_s) / PROBE,
             s_per_context=(ctx.total_s - base.total_s) / PROBE,
             allreduce_s_per_token=(seq.allreduce_s - base.allreduce_s) / PROBE,
+            s_per_walk=replica.walk_s_per_token,
+            host_s_per_seq=replica.host_s_per_token,
         )
 
-    def step_s(self, seqs: int, context: float, tokens: int, compute_s: float) -> float:
-        """A step of `seqs` decode sequences holding `context` tokens, plus `tokens` prefill
-        tokens whose compute takes `compute_s`."""
-        return (
+    def step_s(
+        self, seqs: int, context: float, tokens: int, compute_s: float, walk: float = 0.0
+    ) -> float:
+        """A step of `seqs` decode sequences holding `context` tokens, the longest `walk`, plus
+        `tokens` prefill tokens whose compute takes `compute_s`."""
+        step = (
             self.base_s
             + seqs * self.s_per_seq
             + context * self.s_per_context
             + compute_s
             + (seqs + tokens) * self.allreduce_s_per_token
+            + walk * self.s_per_walk
         )
+        return max(step, seqs * self.host_s_per_seq)
 
 
 @dataclass
@@ -131,6 +143,8 @@ class _Engine:
             model.s_per_seq,
             model.s_per_context,
             model.allreduce_s_per_token,
+            model.s_per_walk,
+            model.host_s_per_seq,
         )
         self.ledger, self.clock = ledger, clock
         self.busy = False
@@ -144,12 +158,23 @@ class _Engine:
         self.queue_max = self.step_queue = 0
 
     def _run_step(
-        self, now: float, seqs: int, context: int, tokens: int, compute: float, queue: int
+        self,
+        now: float,
+        seqs: int,
+        context: int,
+        tokens: int,
+        compute: float,
+        queue: int,
+        walk: int = 0,
     ) -> None:
         """Count the step and put its end on the clock. The step time is `StepModel.step_s`,
         inlined: this runs once per simulated step."""
-        base, per_seq, per_context, allreduce = self.coefficients
+        base, per_seq, per_context, allreduce, per_walk, host = self.coefficients
         dt = base + seqs * per_seq + context * per_context + compute + (seqs + tokens) * allreduce
+        if walk:
+            dt += walk * per_walk
+        if host and seqs * host > dt:
+            dt = seqs * host
         self.busy = True
         self.busy_s += dt
         self.steps_run += 1
@@ -206,6 +231,7 @@ class BatchReplica(_Engine):
         "prefills",
         "steps",
         "waiting",
+        "walkers",
     )
 
     def __init__(
@@ -229,6 +255,9 @@ class BatchReplica(_Engine):
         self.ctx = 0  # their context tokens
         self.admitted = 0  # sequences holding KV: prefilling + decoding
         self.steps = 0  # steps done: the index of the next step
+        self.walkers: list[tuple[int, int]] | None = [] if model.s_per_walk else None
+        """Where attention walks each context alone: a max-heap of running sequences as
+        (−(context − step index), last step index), so the longest context is its top's."""
 
     def arrive(self, now: float, rid: int) -> None:
         """A prompt to prefill (colocated) or a prefilled sequence to decode (decode role)."""
@@ -272,6 +301,8 @@ class BatchReplica(_Engine):
                     n += 1
                     self.ctx += ledger.input_tokens[rid] + 1
                     heappush(self.finishing, (k + out - 1, rid))
+                    if self.walkers is not None:
+                        self._walks(ledger.input_tokens[rid] + 1, k + 1, k + out - 1)
             self.completing = []
         self.n = n
         self._start(now)
@@ -293,7 +324,21 @@ class BatchReplica(_Engine):
             else:  # joins the next step with its first token; O − 1 steps to go
                 self.n += 1
                 self.ctx += ledger.input_tokens[rid] + 1
-                heappush(self.finishing, (self.steps + ledger.output_tokens[rid] - 2, rid))
+                last = self.steps + ledger.output_tokens[rid] - 2
+                heappush(self.finishing, (last, rid))
+                if self.walkers is not None:
+                    self._walks(ledger.input_tokens[rid] + 1, self.steps, last)
+
+    def _walks(self, context: int, first: int, last: int) -> None:
+        """A sequence of `context` tokens at step `first` runs until step `last`."""
+        heappush(self.walkers, (first - context, last))
+
+    def _walk(self) -> int:
+        """The longest running context at the next step (finished sequences leave lazily)."""
+        walkers, k = self.walkers, self.steps
+        while walkers and walkers[0][1] < k:
+            heappop(walkers)
+        return k - walkers[0][0] if walkers else 0
 
     def _start(self, now: float) -> None:
         """Admit what fits, compose the next step and put its end on the clock (or go idle)."""
@@ -315,7 +360,8 @@ class BatchReplica(_Engine):
         self.batch_seqs += n + prompts
         self.batch_square += (n + prompts) ** 2
         queue = len(self.waiting) + len(prefilling) - prompts
-        self._run_step(now, n, self.ctx, tokens, compute, queue)
+        walk = self._walk() if self.walkers is not None and n else 0
+        self._run_step(now, n, self.ctx, tokens, compute, queue, walk)
 
 
 class PrefillReplica(_Engine):
