@@ -9,6 +9,7 @@ from fleetopt.calibrate.fit import SMALL_BATCH_FACTORS, fit, free_factors
 from fleetopt.calibrate.observation import Observation, predict, relative_error
 from fleetopt.calibrate.results import Run
 from fleetopt.catalog import gpu_catalog
+from fleetopt.instance import Efficiency
 
 H100 = gpu_catalog()["h100-sxm"].efficiency
 
@@ -54,6 +55,22 @@ def test_calibrate_reads_a_stated_concurrency_as_closed_loop():
     assert not observation(rated, "llama-3.1-8b", "h100-sxm", 1, "bf16", "bf16", 256).closed_loop
 
 
+def _sweep(truth: Efficiency) -> list[Observation]:
+    """Closed-loop runs as `truth` predicts them: Llama 3.1 8B (tp 1) and 70B FP8 (tp 2) at 1,
+    4, 32 and 128 in flight, 200/200 and 4000/500 tokens."""
+    replicas = ((("llama-3.1-8b", "bf16"), 1), (("llama-3.1-70b", "fp8"), 2))
+    runs = [
+        _run(c, tp, prompt, output, model=model, closed_loop=True)
+        for model, tp in replicas
+        for c in (1, 4, 32, 128)
+        for prompt, output in ((200, 200), (4000, 500))
+    ]
+    return [
+        o.__class__(**{**o.__dict__, "output_tokens_per_s_per_gpu": predict(o, truth)})
+        for o in runs
+    ]
+
+
 def test_fit_follows_a_concurrency_sweep_from_the_catalog_factors():
     """Runs made by the model itself with known small-batch factors (each on the fit's grid),
     two models so the per-layer overhead is told from the per-step one: the catalog's factors
@@ -62,17 +79,7 @@ def test_fit_follows_a_concurrency_sweep_from_the_catalog_factors():
     truth = H100.model_copy(
         update={"layer_overhead_us": 60.0, "attention_memory": 0.6, "allreduce_latency_us": 15.0}
     )
-    replicas = ((("llama-3.1-8b", "bf16"), 1), (("llama-3.1-70b", "fp8"), 2))
-    runs = [
-        _run(c, tp, prompt, output, model=model, closed_loop=True)
-        for model, tp in replicas
-        for c in (1, 4, 32, 128)
-        for prompt, output in ((200, 200), (4000, 500))
-    ]
-    runs = [
-        o.__class__(**{**o.__dict__, "output_tokens_per_s_per_gpu": predict(o, truth)})
-        for o in runs
-    ]
+    runs = _sweep(truth)
     names = free_factors(runs)
     assert set(SMALL_BATCH_FACTORS) | {"allreduce_latency_us"} <= set(names)
     assert max(abs(relative_error(o, H100)) for o in runs) > 0.15
@@ -85,17 +92,7 @@ def test_fit_finds_the_attention_walk_and_the_host_ceiling():
     token (a ceiling of 6,667 tokens/s per replica; the catalog's factors else): the catalog's
     factors miss them by up to 27%, the fit lands on the factors that made them."""
     truth = H100.model_copy(update={"attention_latency_ns": 8.0, "sequence_overhead_us": 150.0})
-    replicas = ((("llama-3.1-8b", "bf16"), 1), (("llama-3.1-70b", "fp8"), 2))
-    runs = [
-        _run(c, tp, prompt, output, model=model, closed_loop=True)
-        for model, tp in replicas
-        for c in (1, 4, 32, 128)
-        for prompt, output in ((200, 200), (4000, 500))
-    ]
-    runs = [
-        o.__class__(**{**o.__dict__, "output_tokens_per_s_per_gpu": predict(o, truth)})
-        for o in runs
-    ]
+    runs = _sweep(truth)
     assert max(abs(relative_error(o, H100)) for o in runs) > 0.25
     found = fit(runs, H100)
     assert (found.attention_latency_ns, found.sequence_overhead_us) == (8.0, 150.0)
