@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OWN_FACTORS = {"NIM TensorRT-LLM (2024)": ROOT / "calibrations" / "nim-trtllm-2024.yaml"}
 """Engines fitted on their own, and the calibration overlay each fit is shipped as: NIM's
 closed-loop sweeps (2024) ran a TensorRT-LLM older than the perf-overview rows, with a larger
-fixed time per step (docs/cost-model.md)."""
+fixed time per step, an attention walk and a host ceiling (docs/cost-model.md)."""
 CLOSED_LOOP = "closed loop"
 """`latency_limit` of a run that kept `max_num_seqs` requests in flight (a fixed concurrency)."""
 

@@ -125,11 +125,9 @@ def test_plans_with_a_walk_pass_verify_and_never_cost_less():
     assert costs == sorted(costs) and costs[-1] > costs[0]
 
 
-def test_simulated_steps_walk_the_batch_longest_context():
-    """A decode replica: a 1,000-token sequence (4 outputs) alone for one step, then joined by a
-    5,000-token one (3 outputs); every step adds the walk of the longest context running then."""
-    replica = _replica(attention_latency_ns=WALK_NS)
-    model = StepModel.of(replica)
+def _decode_two(model: StepModel) -> list[float]:
+    """A decode replica given a 1,000-token sequence (4 outputs), then at once a 5,000-token one
+    (3 outputs): the first runs alone for one step, then both; their finish times."""
     ledger = Ledger([1000, 5000], [4, 3], [0.0, 0.0], [0, 0], [0.0, 0.0], [0.0, 0.0])
     clock = Clock()
     engine = BatchReplica(model, 1e9, 256, 0.0, False, ledger, clock)
@@ -138,19 +136,29 @@ def test_simulated_steps_walk_the_batch_longest_context():
     while clock.heap:
         when, _, handler, arg = heappop(clock.heap)
         handler(when, arg)
-    steps = [(1, 1001, 1001), (2, 1002 + 5001, 5001), (2, 1003 + 5002, 5002)]
-    want = sum(model.step_s(n, ctx, 0, 0.0, walk) for n, ctx, walk in steps)
-    assert ledger.finish_s == pytest.approx([want, want], rel=1e-12)
+    return ledger.finish_s
+
+
+TWO_STEPS = [(1, 1001, 1001), (2, 1002 + 5001, 5001), (2, 1003 + 5002, 5002)]
+"""`_decode_two`'s steps: (sequences, their context, the longest context)."""
+
+
+def test_simulated_steps_walk_the_batch_longest_context():
+    """Every step adds the walk of the longest context running then."""
+    replica = _replica(attention_latency_ns=WALK_NS)
+    model = StepModel.of(replica)
+    want = sum(model.step_s(n, ctx, 0, 0.0, walk) for n, ctx, walk in TWO_STEPS)
+    assert _decode_two(model) == pytest.approx([want, want], rel=1e-12)
     by_model = sum(
         replica.at_walk(walk).step_s(decode_seqs=n, decode_context_tokens=ctx)
-        for n, ctx, walk in steps
+        for n, ctx, walk in TWO_STEPS
     )
     assert want == pytest.approx(by_model, rel=1e-12)
 
 
 def test_simulated_steps_wait_for_the_host():
-    """Two sequences with 4 ms of host time each per step: the step is the longer of the GPU's
-    and the host's 8 ms."""
+    """4 ms of host time per sequence per step: a step of two sequences is the longer of the
+    GPU's and the host's 8 ms, in the step model and in the engine's steps."""
     replica = _replica(sequence_overhead_us=4000.0)
     model = StepModel.of(replica)
     gpu = replica.step_s(decode_seqs=2, decode_context_tokens=4000)
@@ -159,6 +167,11 @@ def test_simulated_steps_wait_for_the_host():
     assert model.step_s(1, 2000, 0, 0.0) == pytest.approx(
         max(4e-3, replica.step_s(decode_seqs=1, decode_context_tokens=2000)), rel=1e-12
     )
+    want = sum(
+        max(n * 4e-3, replica.step_s(decode_seqs=n, decode_context_tokens=ctx))
+        for n, ctx, _ in TWO_STEPS
+    )
+    assert _decode_two(model) == pytest.approx([want, want], rel=1e-12)
 
 
 def test_verify_holds_a_plan_to_the_host_ceiling():

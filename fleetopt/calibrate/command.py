@@ -8,7 +8,8 @@ the best throughput with the run's mean TPOT as the step budget, under the engin
 (`--max-num-seqs`). Either way the fitted factors make the planner reproduce what was measured.
 Runs that did not saturate the server (a request rate below capacity) carry little information
 about capacity: sweep the rate or the concurrency; runs at a few requests in flight also fit
-the per-layer overhead and decode attention's bandwidth share (fleetopt/calibrate/fit.py).
+the small-batch factors (per-layer overhead, decode attention's bandwidth share and walk, the
+host's ceiling: fleetopt/calibrate/fit.py).
 """
 
 from __future__ import annotations
