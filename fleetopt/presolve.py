@@ -1,8 +1,9 @@
 """Prove configs out of the program before HiGHS sees it, from an incumbent and the LP relaxation.
 
 HiGHS spends most of a fleet solve on configs that cannot be in any plan cheaper than a good
-one, and on pooling curves whose LP relaxation — the chord from 0 to the replica bound X
-(docs/formulation.md §2) — credits small pools with a large pool's rate. Both yield to one
+one, and on pooling curves whose LP relaxation — the chord from 0 to the replica bound X, and
+the hull over a config's classes (docs/formulation.md §2) — credits small pools with part of a
+large pool's rate. Both yield to one
 incumbent, found first:
 
 1. the LP relaxation (`build_model(relaxed=True)`): its bound z and the reduced cost d of every
@@ -38,6 +39,7 @@ from pyomo.common.collections import ComponentMap
 from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
 from fleetopt.formulation.model import replica_bound
+from fleetopt.formulation.prefill import broken_hull_orders
 from fleetopt.solve import Outcome, SolveOptions, run_highs, solve_relaxation
 
 RESTRICTED_TIME_SHARE = 0.1
@@ -84,10 +86,10 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
     alone = _alone_plan(data)
     upper = None if alone is None else alone.objective
     first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper))
-    lp = build_model(first.data, relaxed=True)
-    relaxation = solve_relaxation(lp, options)
+    hulled, lp, relaxation = _relaxation(first.data, options, primal=True)
     if relaxation is None:  # infeasible or out of time: the program itself will say which
         return unchanged
+    first = dataclasses.replace(first, data=hulled)
     incumbent = _restricted(first.data, lp, options)
     if alone is not None and (
         incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
@@ -121,13 +123,26 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
         program, kept = cut.data, [kept[k] for k in cut.kept]
         if not moved or round_ + 1 == MAX_ROUNDS:
             break
-        lp = build_model(program, relaxed=True)
-        relaxation = solve_relaxation(lp, options)
+        hulled, lp, relaxation = _relaxation(program, options)
         if relaxation is None:  # out of time: the bounds so far hold
             break
+        program = hulled
         bound = max(bound, relaxation.objective)
     incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
     return Presolved(program, kept, incumbent, bound)
+
+
+def _relaxation(data: ProgramData, options: SolveOptions, primal: bool = False):
+    """The LP relaxation solved, and the program with the hull rows its solution breaks (of
+    configs carrying too many classes for every order's row): each LP the presolve solves
+    anyway adds them, so no LP is solved twice for them. Returns that program, the LP and its
+    solution (None if out of time or infeasible). The first LP, of every config the cost
+    allows, by the primal simplex (`solve_relaxation`)."""
+    lp = build_model(data, relaxed=True)
+    relaxation = solve_relaxation(lp, options, primal)
+    if relaxation is not None:
+        data = data.with_hull_orders(broken_hull_orders(lp, data))
+    return data, lp, relaxation
 
 
 def incumbent_start(presolved: Presolved, model: pyo.ConcreteModel) -> ComponentMap:

@@ -49,6 +49,10 @@ class ProgramData:
     replica_bounds: dict[tuple[int, int], int] = field(default_factory=dict)
     """Tighter bounds on x[k,t] than the demand gives, proven by an incumbent
     (fleetopt/presolve.py); keys are (config index, period index)."""
+    hull_orders: dict[tuple[int, int], tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    """Orders of the classes of config k whose pooling hull rows it gets in period t, where it
+    carries too many classes for all of them (formulation/prefill.py::add_pool_hull): those
+    an LP solution broke (fleetopt/presolve.py); keys as above."""
 
     def restricted(self, configs: list[int], bounds: dict[tuple[int, int], int] | None = None):
         """The program on these configs only (indices into this one), keeping their replica
@@ -59,7 +63,15 @@ class ProgramData:
             self,
             configs=[self.configs[k] for k in configs],
             replica_bounds={(local[k], t): b for (k, t), b in bounds.items() if k in local},
+            hull_orders={(local[k], t): o for (k, t), o in self.hull_orders.items() if k in local},
         )
+
+    def with_hull_orders(self, found: dict[tuple[int, int], tuple[str, ...]]) -> ProgramData:
+        """The program with these orders' hull rows too."""
+        orders = dict(self.hull_orders)
+        for key, order in found.items():
+            orders[key] = (*orders.get(key, ()), order)
+        return dataclasses.replace(self, hull_orders=orders)
 
     def eligible(self) -> list[tuple[str, int]]:
         """(class, config index) pairs that get a routing variable: latency eligibility (§4)."""

@@ -29,8 +29,8 @@ from fleetopt.formulation.tiers import add_price_tiers, period_cost
 
 def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
     """The program; `relaxed` builds its LP relaxation: every count continuous and the pooling
-    curves held by their chords alone (the expansion's binaries add nothing to the LP bound:
-    docs/formulation.md §2), which fleetopt/presolve.py prices configs with."""
+    curves held by their chord and hull rows alone (the expansion's binaries add nothing to the
+    LP bound: docs/formulation.md §2), which fleetopt/presolve.py prices configs with."""
     m = pyo.ConcreteModel(name="fleetopt")
     m.K = pyo.Set(initialize=range(len(data.configs)))
     m.T = pyo.Set(initialize=range(len(data.periods)))

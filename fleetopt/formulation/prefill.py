@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
 from fleetopt.formulation.resources import add_resource_rows
 from fleetopt.formulation.rows import add_rows, linear
 from fleetopt.perf.operating_point import PREFILL, PROFILE
-from fleetopt.perf.queueing import NO_QUEUEING
+from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve
+
+HULL_MAX_CLASSES = 4
+"""Configs carrying at most this many classes get every order's `pool_hull` row (C! of them);
+those carrying more, the orders an LP solution broke (`broken_hull_orders`)."""
+HULL_TOLERANCE = 1e-6
+"""How far, relative, a solution must fall below a hull row for its order to be added."""
 
 
 def add_prefill_capacity(m: pyo.ConcreteModel, data: ProgramData, expand: bool = True) -> None:
@@ -51,6 +60,7 @@ def add_pooling(
             chord[k, t] = (None, linear(coefs, [*(m.r[c, k, t] for c, _ in users), m.x[k, t]]), 0.0)
     add_rows(m, "pool_chord", chord)
     expanded = [k for k in configs if not data.configs[k].queue.linear]
+    add_pool_hull(m, data, expanded)
     if expanded and expand:
         _add_expansion(m, data, expanded)
 
@@ -94,3 +104,93 @@ def _add_expansion(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) 
     add_rows(m, "pool_order", order)
     add_rows(m, "pool_beyond", beyond)
     add_rows(m, "prefill_pooled", pooled)
+
+
+def add_pool_hull(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -> None:
+    """The pooling curve's hull over the classes a config carries, one row per order π of them:
+
+        x[k,t] ≥ Σ_i (h(D_{S_i}) − h(D_{S_{i−1}})) · r[π_i,k,t] / (m_t·λ_{π_i})
+
+    (`hull_rows`): every order where the config carries at most HULL_MAX_CLASSES classes, else
+    the orders in `data.hull_orders`. Where the chord lets the LP credit part of a class with
+    the pool of all its classes' demand, these rows charge what a pool of the demand actually
+    routed needs. Cost mode only: throughput mode scales the demand by alpha, and a routed
+    share may pass 1."""
+    if data.maximize_throughput:
+        return
+    rows = {}
+    for k in configs:
+        for t in m.T:
+            orders = _orders(data, k, t)
+            if not orders:
+                continue
+            demand, loads = _hull_loads(data, k, t)
+            for i, (order, shares) in enumerate(hull_rows(data.configs[k].queue, loads, orders)):
+                coefs = [
+                    s / demand[c] if demand[c] > 0 else 0.0
+                    for c, s in zip(order, shares, strict=True)
+                ]
+                variables = [*(m.r[c, k, t] for c in order), m.x[k, t]]
+                rows[k, t, i] = (None, linear([*coefs, -1.0], variables), 0.0)
+    add_rows(m, "pool_hull", rows)
+
+
+def broken_hull_orders(m: pyo.ConcreteModel, data: ProgramData) -> dict[tuple[int, int], tuple]:
+    """For each config of too many classes for every order's row, the order whose row the
+    solution in `m` breaks most, where it breaks one: the classes by share routed, largest
+    first (the greedy order attains the Lovász extension), if not among the rows already."""
+    if data.maximize_throughput:
+        return {}
+    found = {}
+    for k, config in enumerate(data.configs):
+        if config.queue.linear or len(config.usage) <= HULL_MAX_CLASSES:
+            continue
+        for t in m.T:
+            demand, loads = _hull_loads(data, k, t)
+            share = {c: m.r[c, k, t].value / demand[c] if demand[c] > 0 else 0.0 for c in loads}
+            order = tuple(sorted(loads, key=lambda c: -share[c]))
+            if order in data.hull_orders.get((k, t), ()):
+                continue
+            ((_, coefs),) = hull_rows(config.queue, loads, [order])
+            need = sum(a * share[c] for c, a in zip(order, coefs, strict=True))
+            if need > m.x[k, t].value + HULL_TOLERANCE * max(1.0, need):
+                found[k, t] = order
+    return found
+
+
+def _orders(data: ProgramData, k: int, t: int) -> list[tuple[str, ...]]:
+    classes = list(data.configs[k].usage)
+    if len(classes) <= HULL_MAX_CLASSES:
+        return list(itertools.permutations(classes))
+    return list(data.hull_orders.get((k, t), ()))
+
+
+def _hull_loads(data: ProgramData, k: int, t: int) -> tuple[dict, dict]:
+    """Each class's requests/s in period t, and its whole prefill load on config k in replicas
+    at the ceiling (D_c)."""
+    config = data.configs[k]
+    scale = data.periods[t].multiplier
+    demand = {c.name: c.requests_per_s * scale for c in data.classes if c.name in config.usage}
+    cap = config.capacity[PREFILL]
+    return demand, {c: demand[c] * use[PREFILL] / cap for c, use in config.usage.items()}
+
+
+def hull_rows(
+    curve: PoolCurve, loads: dict[str, float], orders
+) -> Iterator[tuple[tuple, list[float]]]:
+    """For each order π of the classes, the coefficients a of x ≥ Σ_i a_i·y_{π_i}, y_c ≤ 1 the
+    share of class c's whole load D_c (in replicas at the ceiling) routed to the pool:
+    a_i = h(D_{S_i}) − h(D_{S_{i−1}}), S_i the first i classes of π, h the concave lower bound
+    of the replicas that carry a load (`PoolCurve.replicas_at_least`).
+
+    Their maximum over every π is the Lovász extension of the submodular S ↦ h(D_S) (concave
+    of a sum), whose epigraph is the convex hull of the points (1_S, h(D_S)); every row holds
+    at every plan since h is concave with h(0) = 0 (docs/formulation.md §2)."""
+    for order in orders:
+        shares, load, before = [], 0.0, 0.0
+        for c in order:
+            load += loads[c]
+            after = curve.replicas_at_least(load)
+            shares.append(after - before)
+            before = after
+        yield order, shares

@@ -179,6 +179,19 @@ class PoolCurve:
         line = sum(head) + max(0, replicas - len(self.increments)) * self.tail_rate
         return min(float(replicas), line)
 
+    def replicas_at_least(self, load: float) -> float:
+        """A concave h with h(0) = 0 and h(load) at most the replicas (fractional) any pool
+        carrying `load` needs: the inverse of the line with every increment raised to the
+        largest before it, a convex majorant of it (f, the least of the classes' own, need not
+        be convex). The pooling hull rows (docs/formulation.md §2) rest on its concavity."""
+        carried, replicas = 0.0, 0.0
+        for step in itertools.accumulate(self.increments, max):
+            if carried + step >= load:
+                return replicas + (load - carried) / step
+            carried, replicas = carried + step, replicas + 1.0
+        tail = max(self.tail_rate, max(self.increments))
+        return replicas + (load - carried) / tail
+
 
 NO_QUEUEING = PoolCurve((1.0,), 1.0)
 
