@@ -3,11 +3,10 @@
 HiGHS spends most of a fleet solve on configs that cannot be in any plan cheaper than a good
 one, and on pooling curves whose LP relaxation — the chord from 0 to the replica bound X, and
 the hull over a config's classes (docs/formulation.md §2) — credits small pools with part of a
-large pool's rate. Both yield to one
-incumbent, found first:
+large pool's rate. Both yield to one incumbent, found first:
 
-1. the LP relaxation (`build_model(relaxed=True)`): its bound z and the reduced cost d of every
-   x[k,t];
+1. the LP relaxation (`build_model(relaxed=True)`, by the primal simplex): its bound z and the
+   reduced cost d of every x[k,t];
 2. the incumbent, of objective U: the program restricted to the configs the LP uses and —
    because pooling rewards one large pool where the LP spreads demand over many small ones — to
    the configs that carry each class, and all classes together, most cheaply alone: a dozen or
@@ -18,8 +17,9 @@ incumbent, found first:
    x[k,t] ≤ U / (tp·p·w_t)   (its own GPUs, at their cheapest weight w_t in the objective),
    so those bounds hold for the optimum: configs bounded at 0 in every period are dropped, and
    the pooling chords of the rest are drawn to their smaller X;
-4. the program left has a tighter LP (lower chords, fewer configs), whose reduced costs bound
-   the replicas again with the same U: repeated until nothing moves, at most MAX_ROUNDS times.
+4. the program left has a tighter LP (lower chords, fewer configs), whose reduced costs (by the
+   dual simplex, which prices the dear configs out furthest) bound the replicas again with the
+   same U: repeated until nothing moves, at most MAX_ROUNDS times.
 
 The program left holds the incumbent and every plan no dearer, so its optimum is the program's
 and its bound a bound of the program: exact, not a heuristic. The incumbent's replicas are
@@ -136,8 +136,8 @@ def _relaxation(data: ProgramData, options: SolveOptions, primal: bool = False):
     """The LP relaxation solved, and the program with the hull rows its solution breaks (of
     configs carrying too many classes for every order's row): each LP the presolve solves
     anyway adds them, so no LP is solved twice for them. Returns that program, the LP and its
-    solution (None if out of time or infeasible). The first LP, of every config the cost
-    allows, by the primal simplex (`solve_relaxation`)."""
+    solution (None if out of time or infeasible). `primal` for the first LP, over every config
+    the cost allows: the primal simplex solves it fastest (`solve_relaxation`)."""
     lp = build_model(data, relaxed=True)
     relaxation = solve_relaxation(lp, options, primal)
     if relaxation is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyomo.core as pyo
 
@@ -159,6 +159,7 @@ def broken_hull_orders(m: pyo.ConcreteModel, data: ProgramData) -> dict[tuple[in
 
 
 def _orders(data: ProgramData, k: int, t: int) -> list[tuple[str, ...]]:
+    """The orders whose hull rows config k gets in period t."""
     classes = list(data.configs[k].usage)
     if len(classes) <= HULL_MAX_CLASSES:
         return list(itertools.permutations(classes))
@@ -176,8 +177,8 @@ def _hull_loads(data: ProgramData, k: int, t: int) -> tuple[dict, dict]:
 
 
 def hull_rows(
-    curve: PoolCurve, loads: dict[str, float], orders
-) -> Iterator[tuple[tuple, list[float]]]:
+    curve: PoolCurve, loads: dict[str, float], orders: Iterable[tuple[str, ...]]
+) -> Iterator[tuple[tuple[str, ...], list[float]]]:
     """For each order π of the classes, the coefficients a of x ≥ Σ_i a_i·y_{π_i}, y_c ≤ 1 the
     share of class c's whole load D_c (in replicas at the ceiling) routed to the pool:
     a_i = h(D_{S_i}) − h(D_{S_{i−1}}), S_i the first i classes of π, h the concave lower bound
