@@ -163,3 +163,12 @@ def test_the_presolve_with_found_orders_keeps_the_optimum(seed, monkeypatch):
     assert reduced.data.hull_orders
     presolved = solve_program(data, SolveOptions(mip_gap=1e-9))
     assert presolved.outcome.objective == pytest.approx(whole.objective, rel=1e-7)
+
+
+def test_a_class_without_demand_gets_a_zero_coefficient():
+    """A period of multiplier 0, or a curve whose first replica carries nothing at its wait
+    budget: no division by zero, and the class adds nothing to the rows."""
+    curve = PoolCurve((0.0, 0.5, 0.9), 0.9)
+    assert curve.replicas_at_least(0.0) == 0.0
+    rows = list(hull_rows(curve, {"idle": 0.0, "busy": 1.0}, [("idle", "busy"), ("busy", "idle")]))
+    assert [coefs[order.index("idle")] for order, coefs in rows] == [0.0, 0.0]

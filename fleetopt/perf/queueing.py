@@ -184,6 +184,8 @@ class PoolCurve:
         carrying `load` needs: the inverse of the line with every increment raised to the
         largest before it, a convex majorant of it (f, the least of the classes' own, need not
         be convex). The pooling hull rows (docs/formulation.md §2) rest on its concavity."""
+        if load <= 0.0:
+            return 0.0
         carried, replicas = 0.0, 0.0
         for step in itertools.accumulate(self.increments, max):
             if carried + step >= load:
