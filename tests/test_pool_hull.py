@@ -36,7 +36,7 @@ def _line(curve: PoolCurve, n: int) -> float:
     return head + max(0, n - len(curve.increments)) * curve.tail_rate
 
 
-def test_the_convex_curves_pool():
+def test_every_convex_curve_pools():
     assert len(CURVES) == len(CONVEX) + 1  # none of them linear: the rows have work to do
 
 
