@@ -1,7 +1,8 @@
 """Solve time at fleet scale: seeded instances grown in GPU types × models × classes × periods.
 
     python benchmarks/scale.py [--sizes typical,medium,large] [--mip-gap 0.005] [--time-limit 600]
-                               [--seed 0] [--jobs N] [--no-cli] [--pricing] [--whole]
+                               [--seed 0 | --seeds 0-11] [--jobs N] [--no-cli] [--pricing] [--whole]
+                               [--highs-seed S] [--presolve-rounds R]
 
 Every instance allows tp 1/2/4/8 and both serving modes. Prints per size: configs (after
 dominated ones are dropped), kept (left after the presolve, summed over blocks), blocks
@@ -13,7 +14,12 @@ instance in a fresh process (start-up included). Stage seconds are summed over b
 `--jobs` > 1 (blocks, and the models' configs where there is enough work, in parallel
 processes; default 1) they may exceed the total. `--whole`
 solves the program as one model instead of block by block (the "before" figure of the split).
-Figures go to docs/benchmarks.md with the command.
+`--seeds` runs each size at several seeds (a range A-B or a list A,B,…), a row each, then says
+how many met the issue's end-to-end target (`TARGETS`), or with `--no-cli` sums the in-process
+totals: branch and bound time varies from one instance to the next by more than any single seed
+shows. `--highs-seed` (HiGHS's `random_seed`) and `--presolve-rounds` (fleetopt/presolve.py's
+MAX_ROUNDS) measure that variability and the presolve's rounds; they apply in process only, so
+they need `--no-cli`. Figures go to docs/benchmarks.md with the command.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from fleetopt import presolve
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.instance import parse_instance
@@ -37,6 +44,8 @@ from fleetopt.solve import SolveOptions
 GPUS = ["h100-sxm", "a100-80gb", "l40s", "h200", "l4", "a10g", "a100-40gb", "h100-pcie", "b200"]
 GPUS += ["mi300x"]
 MODELS = ["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b", "mistral-7b", "qwen2.5-7b", "mixtral-8x7b"]
+TARGETS = {"typical": 1.5, "large": 20.0}
+"""Issue 7's end-to-end targets, seconds of `fleetopt solve` on a 2-core machine."""
 SIZES = {  # GPU types, models, classes, periods
     "typical": (4, 1, 3, 1),
     "medium": (6, 3, 12, 6),
@@ -119,40 +128,77 @@ def cli_seconds(data: dict, options: SolveOptions) -> float:
         return time.perf_counter() - start
 
 
+def seed_list(text: str) -> list[int]:
+    """`A-B` (both ends included) or `A,B,…`."""
+    if "-" in text:
+        first, last = (int(part) for part in text.split("-"))
+        return list(range(first, last + 1))
+    return [int(part) for part in text.split(",")]
+
+
+def summary(size: str, seconds: list[float], end_to_end: bool) -> str:
+    """The runs' sum, median and slowest; end to end, how many met the size's target."""
+    ordered = sorted(seconds)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    spread = f"in all {sum(seconds):.1f} s, median {median:.2f} s, slowest {ordered[-1]:.2f} s"
+    if not end_to_end:
+        return f"{size}, {len(seconds)} seeds in process: {spread}"
+    met = "" if size not in TARGETS else sum(s <= TARGETS[size] for s in seconds)
+    target = "" if size not in TARGETS else f", {met} within {TARGETS[size]:g} s"
+    return f"{size}, {len(seconds)} seeds end to end{target}: {spread}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(SIZES))
     parser.add_argument("--mip-gap", type=float, default=0.005)
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=seed_list, help="A-B or A,B,…: one row per seed")
     parser.add_argument(
         "--jobs", type=int, default=1, help="models enumerated, blocks solved at once"
     )
     parser.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
     parser.add_argument("--pricing", action="store_true", help="add reserved/spot price tiers")
     parser.add_argument("--whole", action="store_true", help="one model, no blocks")
+    parser.add_argument("--highs-seed", type=int, default=0, help="HiGHS's random_seed")
+    parser.add_argument("--presolve-rounds", type=int, help="presolve.MAX_ROUNDS instead")
     args = parser.parse_args()
-    options = SolveOptions(time_limit=args.time_limit, mip_gap=args.mip_gap, jobs=args.jobs)
+    if (args.highs_seed or args.presolve_rounds is not None) and not args.no_cli:
+        parser.error("--highs-seed and --presolve-rounds apply in process only: add --no-cli")
+    if args.presolve_rounds is not None:
+        presolve.MAX_ROUNDS = args.presolve_rounds
+    options = SolveOptions(
+        time_limit=args.time_limit, mip_gap=args.mip_gap, jobs=args.jobs, seed=args.highs_seed
+    )
     header = (
-        f"{'size':<8} {'configs':>7} {'kept':>6} {'blocks':>6} {'vars':>8} {'rows':>8} "
-        f"{'enum s':>7} {'pre s':>7} {'build s':>7} {'hand s':>7} {'solve s':>8} {'total s':>8} "
-        f"{'build%':>6} {'gap':>7} {'status':<8} {'$/h':>9} {'cli s':>7}"
+        f"{'size':<8} {'seed':>4} {'configs':>7} {'kept':>6} {'blocks':>6} {'vars':>8} "
+        f"{'rows':>8} {'enum s':>7} {'pre s':>7} {'build s':>7} {'hand s':>7} {'solve s':>8} "
+        f"{'total s':>8} {'build%':>6} {'gap':>7} {'status':<8} {'$/h':>9} {'cli s':>7}"
     )
     print(header)
     for size in args.sizes.split(","):
-        data = instance(size, *SIZES[size], seed=args.seed, pricing=args.pricing)
-        r = measure(data, options, args.whole)
-        lean = (r["build"] + r["handoff"]) / r["total"]
-        gap = "-" if r["gap"] is None else f"{r['gap']:.2%}"
-        cost = "-" if r["cost"] is None else f"{r['cost']:,.2f}"
-        cli = "-" if args.no_cli else f"{cli_seconds(data, options):.2f}"
-        print(
-            f"{size:<8} {r['configs']:>7} {r['kept']:>6} {r['blocks']:>6} {r['vars']:>8} "
-            f"{r['rows']:>8} {r['enum']:>7.2f} {r['presolve']:>7.2f} {r['build']:>7.2f} "
-            f"{r['handoff']:>7.2f} {r['solve']:>8.2f} {r['total']:>8.2f} {lean:>6.0%} {gap:>7} "
-            f"{r['status']:<8} {cost:>9} {cli:>7}",
-            flush=True,
-        )
+        ends, totals = [], []
+        for seed in args.seeds or [args.seed]:
+            data = instance(size, *SIZES[size], seed=seed, pricing=args.pricing)
+            r = measure(data, options, args.whole)
+            totals.append(r["total"])
+            lean = (r["build"] + r["handoff"]) / r["total"]
+            gap = "-" if r["gap"] is None else f"{r['gap']:.2%}"
+            cost = "-" if r["cost"] is None else f"{r['cost']:,.2f}"
+            if not args.no_cli:
+                ends.append(cli_seconds(data, options))
+            cli = f"{ends[-1]:.2f}" if ends else "-"
+            print(
+                f"{size:<8} {seed:>4} {r['configs']:>7} {r['kept']:>6} {r['blocks']:>6} "
+                f"{r['vars']:>8} {r['rows']:>8} {r['enum']:>7.2f} {r['presolve']:>7.2f} "
+                f"{r['build']:>7.2f} {r['handoff']:>7.2f} {r['solve']:>8.2f} {r['total']:>8.2f} "
+                f"{lean:>6.0%} {gap:>7} {r['status']:<8} {cost:>9} {cli:>7}",
+                flush=True,
+            )
+        if len(totals) > 1:
+            print(summary(size, ends or totals, bool(ends)), flush=True)
 
 
 if __name__ == "__main__":

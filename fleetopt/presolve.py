@@ -19,7 +19,8 @@ large pool's rate. Both yield to one incumbent, found first:
    the pooling chords of the rest are drawn to their smaller X;
 4. the program left has a tighter LP (lower chords, fewer configs), whose reduced costs (by the
    dual simplex, which prices the dear configs out furthest) bound the replicas again with the
-   same U: repeated until nothing moves, at most MAX_ROUNDS times.
+   same U: repeated until nothing moves, at most MAX_ROUNDS times. That LP is the first one,
+   held in HiGHS and changed in place (`HeldRelaxation`), not built again.
 
 The program left holds the incumbent and every plan no dearer, so its optimum is the program's
 and its bound a bound of the program: exact, not a heuristic. The incumbent's replicas are
@@ -38,9 +39,10 @@ from pyomo.common.collections import ComponentMap
 
 from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
-from fleetopt.formulation.model import replica_bound
-from fleetopt.formulation.prefill import broken_hull_orders
-from fleetopt.solve import Outcome, SolveOptions, run_highs, solve_relaxation
+from fleetopt.formulation.model import replica_bound, stated_bound
+from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
+from fleetopt.handoff import INF
+from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs
 
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
@@ -86,63 +88,71 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
     alone = _alone_plan(data)
     upper = None if alone is None else alone.objective
     first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper))
-    hulled, lp, relaxation = _relaxation(first.data, options, primal=True)
+    lp = build_model(first.data, relaxed=True)
+    held = HeldRelaxation(lp, options)
+    relaxation = held.solve(primal=True)
     if relaxation is None:  # infeasible or out of time: the program itself will say which
         return unchanged
-    first = dataclasses.replace(first, data=hulled)
-    incumbent = _restricted(first.data, lp, options)
+    program = _with_broken_orders(first.data, lp, held)
+    incumbent = _restricted(program, lp, options)
     if alone is not None and (
         incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
     ):  # out of time, or the arithmetic plan is cheaper: start from it
         local = {k: i for i, k in enumerate(first.kept)}  # its configs are kept (its own cost)
         start = {(local[k], t): n for (k, t), n in alone.replicas.items()}
-        incumbent = _restricted(first.data, lp, options, start)
+        incumbent = _restricted(program, lp, options, start)
     if incumbent is None:
-        return dataclasses.replace(first, lower_bound=relaxation.objective)
-    if incumbent.outcome.interrupted:  # Ctrl-C: the incumbent is the answer (pipeline)
-        incumbent = dataclasses.replace(
-            incumbent, configs=[first.kept[k] for k in incumbent.configs]
-        )
-        return Presolved(first.data, first.kept, incumbent, relaxation.objective)
-    upper = incumbent.outcome.objective
+        return Presolved(program, first.kept, lower_bound=relaxation.objective)
     used = {
         (incumbent.configs[i], t): round(var.value)
         for (i, t), var in incumbent.model.x.items()
         if round(var.value or 0.0)
     }
-    # Each round's program holds every plan no dearer than the incumbent, so its LP prices
-    # configs for the next: smaller bounds lower the chords (§2), which raises the LP's
-    # objective and reduced costs. Stop at a fixed point or after MAX_ROUNDS.
-    program, kept, bound = first.data, first.kept, relaxation.objective
+    incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
+    if incumbent.outcome.interrupted:  # Ctrl-C: the incumbent is the answer (pipeline)
+        return Presolved(program, first.kept, incumbent, relaxation.objective)
+    upper = incumbent.outcome.objective
+    # Each round's bounds hold every plan no dearer than the incumbent, so the LP under them
+    # prices configs for the next: smaller bounds lower the chords (§2), which raises the LP's
+    # objective and reduced costs. The LP is changed in place (`HeldRelaxation`): a config
+    # bounded at 0 stays in it, fixed. Stop at a fixed point or after MAX_ROUNDS.
+    bounds, bound = dict(lp.replica_bound), relaxation.objective
     for round_ in range(MAX_ROUNDS):
         tighten = _reduced_cost_bound(program, lp, relaxation, upper, used)
-        cut = _cut(program, tighten, lp.replica_bound)
-        moved = cut.data.replica_bounds != program.replica_bounds
-        local = {k: i for i, k in enumerate(cut.kept)}
-        used = {(local[k], t): n for (k, t), n in used.items()}
-        program, kept = cut.data, [kept[k] for k in cut.kept]
+        tighter = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
+        moved = {key: b for key, b in tighter.items() if b != bounds[key]}
+        bounds = tighter
         if not moved or round_ + 1 == MAX_ROUNDS:
             break
-        hulled, lp, relaxation = _relaxation(program, options)
+        _bound_replicas(held, lp, program, moved)
+        relaxation = held.solve()
         if relaxation is None:  # out of time: the bounds so far hold
             break
-        program = hulled
+        program = _with_broken_orders(program, lp, held)
         bound = max(bound, relaxation.objective)
-    incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
-    return Presolved(program, kept, incumbent, bound)
+    cut = _cut(program, lambda k, t, _: bounds[k, t], bounds)
+    return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
 
 
-def _relaxation(data: ProgramData, options: SolveOptions, primal: bool = False):
-    """The LP relaxation solved, and the program with the hull rows its solution breaks (of
-    configs carrying too many classes for every order's row): each LP the presolve solves
-    anyway adds them, so no LP is solved twice for them. Returns that program, the LP and its
-    solution (None if out of time or infeasible). `primal` for the first LP, over every config
-    the cost allows: the primal simplex solves it fastest (`solve_relaxation`)."""
-    lp = build_model(data, relaxed=True)
-    relaxation = solve_relaxation(lp, options, primal)
-    if relaxation is not None:
-        data = data.with_hull_orders(broken_hull_orders(lp, data))
-    return data, lp, relaxation
+def _with_broken_orders(data: ProgramData, lp, held: HeldRelaxation) -> ProgramData:
+    """The program with the hull rows its LP solution breaks (of configs carrying too many
+    classes for every order's row), those rows added to the held LP too: each LP the presolve
+    solves anyway finds them, so no LP is solved twice for them."""
+    found = broken_hull_orders(lp, data)
+    for (k, t), order in found.items():
+        for coefs, variables in pool_hull_rows(lp, data, k, t, [order]):
+            held.add_row(coefs, variables, 0.0)
+    return data.with_hull_orders(found)
+
+
+def _bound_replicas(held: HeldRelaxation, lp, data: ProgramData, bounds: dict) -> None:
+    """The held LP with x[k,t] ≤ these bounds, and the pooling chords drawn to them (§2)."""
+    for (k, t), bound in bounds.items():
+        upper = stated_bound(bound)
+        held.set_upper_bound(lp.x[k, t], INF if upper is None else float(upper))
+        if hasattr(lp, "pool_chord") and (k, t) in lp.pool_chord:
+            coefficient = chord_coefficient(data.configs[k], bound)
+            held.set_coefficient(lp.pool_chord[k, t], lp.x[k, t], coefficient)
 
 
 def incumbent_start(presolved: Presolved, model: pyo.ConcreteModel) -> ComponentMap:

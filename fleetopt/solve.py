@@ -116,6 +116,8 @@ def run_highs(
 
 PRIMAL_SIMPLEX = 4
 """HiGHS's `simplex_strategy` for the primal simplex."""
+DUAL_SIMPLEX = 1
+"""HiGHS's `simplex_strategy` for the dual simplex (its default for LPs)."""
 
 
 @dataclass(frozen=True)
@@ -125,28 +127,57 @@ class Relaxation:
     """Reduced cost of every variable at the LP optimum (its values are loaded in the model)."""
 
 
+class HeldRelaxation:
+    """A model without integer variables, held in HiGHS so that it can be changed in place and
+    solved again: the presolve's rounds (fleetopt/presolve.py) change bounds, coefficients and
+    add rows, where building and handing off the model again each round made the presolve
+    14–22% slower on the scale benchmark's instances (docs/benchmarks.md)."""
+
+    def __init__(self, model: pyo.ConcreteModel, options: SolveOptions) -> None:
+        self.loaded = hand_off(model)
+        self.options = dataclasses.replace(options, verbose=False)
+        self._column = {id(var): j for j, var in enumerate(self.loaded.columns)}
+        self._row = {id(row): i for i, row in enumerate(self.loaded.rows)}
+
+    def solve(self, primal: bool = False) -> Relaxation | None:
+        """Solve from scratch; None if the LP is infeasible or HiGHS gives up. Ctrl-C stops it
+        with Interrupted: an LP has no incumbent to keep.
+
+        The dual simplex by default: its reduced costs prove 2-5x more configs out than the
+        primal simplex's or the interior point's, or than a warm start from the last solution
+        (docs/benchmarks.md). `primal` asks for the primal simplex, up to 10x faster on the
+        presolve's first LP of thousands of configs, whose later LPs then prune as far."""
+        highs = self.loaded.highs
+        highs.clearSolver()
+        strategy = PRIMAL_SIMPLEX if primal else DUAL_SIMPLEX
+        _configure(highs, self.options, {"simplex_strategy": strategy})
+        _, interrupted = _run(highs)
+        if interrupted:
+            raise Interrupted("interrupted before the solver found any plan")
+        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        self.loaded.load_values()
+        columns, duals = self.loaded.columns, highs.getSolution().col_dual
+        reduced = ComponentMap(zip(columns, duals, strict=True))
+        return Relaxation(highs.getInfo().objective_function_value, reduced)
+
+    def set_upper_bound(self, var: VarData, upper: float) -> None:
+        self.loaded.highs.changeColBounds(self._column[id(var)], 0.0, upper)
+
+    def set_coefficient(self, row: ConstraintData, var: VarData, value: float) -> None:
+        self.loaded.highs.changeCoeff(self._row[id(row)], self._column[id(var)], value)
+
+    def add_row(self, coefs: list[float], variables: list[VarData], upper: float) -> None:
+        """Σ coefs·variables ≤ upper."""
+        index = np.array([self._column[id(var)] for var in variables], dtype=np.int32)
+        self.loaded.highs.addRow(-INF, upper, len(index), index, np.array(coefs, dtype=float))
+
+
 def solve_relaxation(
     model: pyo.ConcreteModel, options: SolveOptions, primal: bool = False
 ) -> Relaxation | None:
-    """Solve a model without integer variables; None if it is infeasible or HiGHS gives up.
-    Ctrl-C stops it with Interrupted: an LP has no incumbent to keep.
-
-    The dual simplex by default: its reduced costs prove 2-5x more configs out than the primal
-    simplex's or the interior point's. `primal` asks for the primal simplex, up to 10x faster
-    on the presolve's first LP of thousands of configs, whose later, smaller LPs then prune
-    as far (docs/benchmarks.md)."""
-    loaded = hand_off(model)
-    highs = loaded.highs
-    method = {"simplex_strategy": PRIMAL_SIMPLEX} if primal else {}
-    _configure(highs, dataclasses.replace(options, verbose=False), method)
-    _, interrupted = _run(highs)
-    if interrupted:
-        raise Interrupted("interrupted before the solver found any plan")
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
-    loaded.load_values()
-    reduced = ComponentMap(zip(loaded.columns, highs.getSolution().col_dual, strict=True))
-    return Relaxation(highs.getInfo().objective_function_value, reduced)
+    """Solve a model without integer variables once (`HeldRelaxation.solve`)."""
+    return HeldRelaxation(model, options).solve(primal)
 
 
 def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None:

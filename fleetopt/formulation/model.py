@@ -41,7 +41,7 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
         m.K,
         m.T,
         domain=pyo.NonNegativeIntegers,
-        bounds=lambda _, k, t: (0, _stated_bound(m.replica_bound[k, t])),
+        bounds=lambda _, k, t: (0, stated_bound(m.replica_bound[k, t])),
     )
     m.r = pyo.Var(m.E, m.T, domain=pyo.NonNegativeReals)
     m.gpus = pyo.Var(m.G, m.T, domain=pyo.NonNegativeIntegers)
@@ -105,7 +105,7 @@ LARGEST_STATED_BOUND = 10**5
 off the variable (it stays in the pooling rows, as a coefficient, where it is needed)."""
 
 
-def _stated_bound(bound: int) -> int | None:
+def stated_bound(bound: int) -> int | None:
     return bound if bound <= LARGEST_STATED_BOUND else None
 
 

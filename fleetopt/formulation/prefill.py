@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 import pyomo.core as pyo
 
+from fleetopt.configs import Config
 from fleetopt.formulation.data import ProgramData
 from fleetopt.formulation.resources import add_resource_rows
 from fleetopt.formulation.rows import add_rows, linear
@@ -54,15 +55,20 @@ def add_pooling(
         config = data.configs[k]
         users = [(c, use[PREFILL]) for c, use in config.usage.items()]
         for t in m.T:
-            bound = m.replica_bound[k, t]
-            slope = config.queue.load(bound) / bound if bound else 1.0
-            coefs = [u for _, u in users] + [-config.capacity[PREFILL] * slope]
+            coefs = [u for _, u in users] + [chord_coefficient(config, m.replica_bound[k, t])]
             chord[k, t] = (None, linear(coefs, [*(m.r[c, k, t] for c, _ in users), m.x[k, t]]), 0.0)
     add_rows(m, "pool_chord", chord)
     expanded = [k for k in configs if not data.configs[k].queue.linear]
     add_pool_hull(m, data, expanded)
     if expanded and expand:
         _add_expansion(m, data, expanded)
+
+
+def chord_coefficient(config: Config, bound: int) -> float:
+    """The coefficient of x[k,t] in `pool_chord`: −(u·R_k/τ_k)·g(X)/X, with X the replica
+    bound (any slope for X = 0, where x is 0)."""
+    slope = config.queue.load(bound) / bound if bound else 1.0
+    return -config.capacity[PREFILL] * slope
 
 
 def _add_expansion(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -> None:
@@ -121,18 +127,28 @@ def add_pool_hull(m: pyo.ConcreteModel, data: ProgramData, configs: list[int]) -
     rows = {}
     for k in configs:
         for t in m.T:
-            orders = _orders(data, k, t)
-            if not orders:
-                continue
-            demand, loads = _hull_loads(data, k, t)
-            for i, (order, shares) in enumerate(hull_rows(data.configs[k].queue, loads, orders)):
-                coefs = [
-                    s / demand[c] if demand[c] > 0 else 0.0
-                    for c, s in zip(order, shares, strict=True)
-                ]
-                variables = [*(m.r[c, k, t] for c in order), m.x[k, t]]
-                rows[k, t, i] = (None, linear([*coefs, -1.0], variables), 0.0)
+            for i, (coefs, variables) in enumerate(
+                pool_hull_rows(m, data, k, t, _orders(data, k, t))
+            ):
+                rows[k, t, i] = (None, linear(coefs, variables), 0.0)
     add_rows(m, "pool_hull", rows)
+
+
+def pool_hull_rows(
+    m: pyo.ConcreteModel, data: ProgramData, k: int, t: int, orders: list[tuple[str, ...]]
+) -> list[tuple[list[float], list]]:
+    """The `pool_hull` rows of config k in period t for these orders, as (coefficients,
+    variables) of Σ_i a_i·r[π_i,k,t]/(m_t·λ_{π_i}) − x[k,t] ≤ 0."""
+    if not orders:
+        return []
+    demand, loads = _hull_loads(data, k, t)
+    rows = []
+    for order, shares in hull_rows(data.configs[k].queue, loads, orders):
+        coefs = [
+            s / demand[c] if demand[c] > 0 else 0.0 for c, s in zip(order, shares, strict=True)
+        ]
+        rows.append(([*coefs, -1.0], [*(m.r[c, k, t] for c in order), m.x[k, t]]))
+    return rows
 
 
 def broken_hull_orders(m: pyo.ConcreteModel, data: ProgramData) -> dict[tuple[int, int], tuple]:
