@@ -144,8 +144,10 @@ def summary(size: str, seconds: list[float], end_to_end: bool) -> str:
     spread = f"in all {sum(seconds):.1f} s, median {median:.2f} s, slowest {ordered[-1]:.2f} s"
     if not end_to_end:
         return f"{size}, {len(seconds)} seeds in process: {spread}"
-    met = "" if size not in TARGETS else sum(s <= TARGETS[size] for s in seconds)
-    target = "" if size not in TARGETS else f", {met} within {TARGETS[size]:g} s"
+    target = ""
+    if size in TARGETS:
+        met = sum(s <= TARGETS[size] for s in seconds)
+        target = f", {met} within {TARGETS[size]:g} s"
     return f"{size}, {len(seconds)} seeds end to end{target}: {spread}"
 
 
