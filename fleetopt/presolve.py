@@ -130,7 +130,7 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
             break
         program = _with_broken_orders(program, lp, held)
         bound = max(bound, relaxation.objective)
-    cut = _cut(program, lambda k, t, _: bounds[k, t], bounds)
+    cut = _cut(program, lambda _k, _t, bound: bound, bounds)
     return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
 
 

@@ -153,8 +153,9 @@ def test_broken_orders_are_added_and_then_hold(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", range(2))
 def test_the_presolve_with_found_orders_keeps_the_optimum(seed, monkeypatch):
-    """The presolve adds the orders its LPs break, through the rounds that drop configs (their
-    indices change); the program it leaves still has the whole program's optimum."""
+    """The presolve adds the orders its LPs break, and at the end drops the configs its rounds
+    bounded at 0 (the orders' config indices change); the program it leaves still has the
+    whole program's optimum."""
     monkeypatch.setattr(prefill, "HULL_MAX_CLASSES", 1)
     resolved = resolve(parse_instance(_instance(seed)))
     data = program_data(resolved, enumerate_configs(resolved))
