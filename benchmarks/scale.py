@@ -11,7 +11,7 @@ dominated ones are dropped), kept (left after the presolve, summed over blocks),
 build seconds (Pyomo), hand-off seconds (Pyomo to HiGHS and back), solve seconds (HiGHS), the
 total (wall clock), the gap, $/h, and end-to-end seconds of `fleetopt solve` on the same
 instance in a fresh process (start-up included). Stage seconds are summed over blocks, so with
-`--jobs` > 1 (blocks, and the models' configs where there is enough work, in parallel
+`--jobs` > 1 (blocks, and configs where there is enough work, in parallel
 processes; default 1) they may exceed the total. `--whole`
 solves the program as one model instead of block by block (the "before" figure of the split).
 `--seeds` runs each size at several seeds (a range A-B or a list A,B,…), a row each, then says
@@ -159,7 +159,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=seed_list, help="A-B or A,B,…: one row per seed")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="models enumerated, blocks solved at once"
+        "--jobs", type=int, default=1, help="worker processes: configs enumerated, blocks solved"
     )
     parser.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
     parser.add_argument("--pricing", action="store_true", help="add reserved/spot price tiers")

@@ -14,7 +14,7 @@ from itertools import repeat
 import numpy as np
 
 from fleetopt.catalog import Gpu, Model, Resolved
-from fleetopt.instance import Profile, Workload
+from fleetopt.instance import Instance, Profile, Workload
 from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
     PREFILL,
@@ -183,15 +183,17 @@ the queueing memo each fills again on its own (docs/benchmarks.md)."""
 
 def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
     """Every config of the instance, dominated ones dropped, and why each class may not use the
-    others. With `jobs` > 1, several models and PARALLEL_FROM combinations or more, models are
-    enumerated `jobs` at a time, one worker process each (fleetopt/workers.py): the same
-    configs in the same order either way."""
+    others. With `jobs` > 1 and PARALLEL_FROM combinations or more, the parts (a model on a
+    GPU type at one tp) are enumerated `jobs` at a time, one worker process each
+    (fleetopt/workers.py): the same configs in the same order either way."""
     instance = resolved.instance
     classes = [request_class(w) for w in instance.workloads]
-    models = [
-        (name, mine)
+    parts = [
+        (name, mine, gpu, tp)
         for name in resolved.models
         if (mine := [c for c in classes if c.model == name])
+        for gpu in resolved.gpus
+        for tp in _tensor_parallel(instance, name, gpu)
     ]
     combinations = (
         len(classes)
@@ -199,79 +201,74 @@ def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
         * len(instance.serving.tensor_parallel)
         * len(_roles(resolved))
     )
-    jobs = min(jobs, len(models)) if combinations >= PARALLEL_FROM else 1
+    jobs = min(jobs, len(parts)) if combinations >= PARALLEL_FROM else 1
     if jobs > 1:
         pool = worker_pool(jobs)
         try:
-            parts = list(pool.map(_model_configs, repeat(resolved), *zip(*models, strict=True)))
+            found = list(pool.map(_part_configs, repeat(resolved), *zip(*parts, strict=True)))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     else:
-        parts = [_model_configs(resolved, name, mine) for name, mine in models]
+        found = [_part_configs(resolved, *part) for part in parts]
     configs: list[Config] = []
     rejections: dict[str, list[Rejection]] = {c.name: [] for c in classes}
-    for found, rejected in parts:
-        configs += found
+    for part, rejected in found:
+        configs += part
         for name, reasons in rejected.items():
             rejections[name] += reasons
     return ConfigSet(classes, drop_dominated(configs), rejections)
 
 
-def _model_configs(
-    resolved: Resolved, model_name: str, mine: list[RequestClass]
+def _tensor_parallel(instance: Instance, model_name: str, gpu_name: str) -> list[int]:
+    """The tp sizes of a model on a GPU type: those served, and those a profile measures."""
+    profiled = {
+        p.tensor_parallel for p in instance.profiles if (p.model, p.gpu) == (model_name, gpu_name)
+    }
+    return sorted(set(instance.serving.tensor_parallel) | profiled)
+
+
+def _part_configs(
+    resolved: Resolved, model_name: str, mine: list[RequestClass], gpu_name: str, tp: int
 ) -> tuple[list[Config], dict[str, list[Rejection]]]:
-    """One model's configs on every GPU type, tp and role, and why its classes may not use
-    the others."""
+    """One model's configs on one GPU type at one tp, every role, and why its classes may not
+    use the others there."""
     instance = resolved.instance
     model = resolved.models[model_name]
+    gpu = resolved.gpus[gpu_name]
     limits = limits_of(resolved)
-    roles = _roles(resolved)
     profiles = {(p.model, p.gpu, p.tensor_parallel, p.role): p for p in instance.profiles}
     configs: list[Config] = []
     rejections: dict[str, list[Rejection]] = {c.name: [] for c in mine}
+    roles = _roles(resolved)
     if "prefill" in roles:
         floor = _slowest_decode_network(model, resolved, limits)
         mine = [replace(c, shape=replace(c.shape, decode_network_bytes_per_s=floor)) for c in mine]
-    for gpu_name, gpu in resolved.gpus.items():
-        tps = sorted(
-            set(instance.serving.tensor_parallel)
-            | {
-                p.tensor_parallel
-                for p in instance.profiles
-                if (p.model, p.gpu) == (model_name, gpu_name)
-            }
-        )
-        for tp in tps:
-            for role in roles:
-                profile = profiles.get((model_name, gpu_name, tp, role))
-                if profile is not None and profile.table is not None:
-                    configs.append(
-                        _measured_config(model_name, gpu_name, profile, mine, rejections)
-                    )
-                    continue
-                if profile is None and tp not in instance.serving.tensor_parallel:
-                    continue
-                where = f"{model_name} on {gpu_name} tp{tp} {role}"
-                kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
-                replica = replica_for(model, gpu, tp, role, instance.profiles)
-                if problem is None and (blocker := weights_blocker(replica, limits)):
-                    kind, problem = blocker.kind, blocker.message
-                if problem is not None:
-                    for c in mine:
-                        rejections[c.name].append(Rejection(where, kind, problem))
-                    continue
-                here, covered = replica_limits(replica, limits), []
-                for c in mine:
-                    reason = uncovered(replica, c.shape, role)
-                    if reason is None:
-                        covered.append(c)
-                    else:
-                        rejections[c.name].append(Rejection(where, "profile", reason))
-                for walker, members in walk_levels(replica, role, covered):
-                    for op in operating_points(
-                        walker, role, members, instance.serving.chunk_tokens, here
-                    ):
-                        configs += _analytic_configs(walker, op, members, here, rejections)
+    for role in roles:
+        profile = profiles.get((model_name, gpu_name, tp, role))
+        if profile is not None and profile.table is not None:
+            configs.append(_measured_config(model_name, gpu_name, profile, mine, rejections))
+            continue
+        if profile is None and tp not in instance.serving.tensor_parallel:
+            continue
+        where = f"{model_name} on {gpu_name} tp{tp} {role}"
+        kind, problem = "tensor_parallel", valid_tensor_parallel(model, gpu, tp)
+        replica = replica_for(model, gpu, tp, role, instance.profiles)
+        if problem is None and (blocker := weights_blocker(replica, limits)):
+            kind, problem = blocker.kind, blocker.message
+        if problem is not None:
+            for c in mine:
+                rejections[c.name].append(Rejection(where, kind, problem))
+            continue
+        here, covered = replica_limits(replica, limits), []
+        for c in mine:
+            reason = uncovered(replica, c.shape, role)
+            if reason is None:
+                covered.append(c)
+            else:
+                rejections[c.name].append(Rejection(where, "profile", reason))
+        for walker, members in walk_levels(replica, role, covered):
+            for op in operating_points(walker, role, members, instance.serving.chunk_tokens, here):
+                configs += _analytic_configs(walker, op, members, here, rejections)
     return configs, rejections
 
 

@@ -76,8 +76,9 @@ def test_plan_json_is_identical_across_processes_and_hash_seeds(tmp_path):
 
 
 def test_configs_enumerated_in_worker_processes_are_the_same(monkeypatch):
-    """Models enumerated in worker processes (`jobs` > 1) give the same configs, coefficients
-    and reasons, in the same order, as in this process."""
+    """Configs enumerated in worker processes (`jobs` > 1; a model on one GPU type at one tp
+    each) are the same configs, coefficients and reasons, in the same order, as in this
+    process."""
     data = _instance()
     data["gpus"].append({"type": "a10g"})  # a GPU type the 70B-class model cannot use at tp 1
     data["models"].append({"name": "llama-3.1-70b"})

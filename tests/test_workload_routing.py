@@ -19,6 +19,7 @@ from fleetopt.instance import TokenDistribution, parse_instance
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
 from fleetopt.simulate import request_stream, simulate_plan
+from fleetopt.solve import SolveOptions
 from fleetopt.verify import verify
 from fleetopt.workload import routing
 from fleetopt.workload.buckets import bucket_percentile
@@ -83,7 +84,7 @@ def test_one_pool_is_the_whole_mix_as_one_class(plan):
 
 def test_the_best_two_pool_answer_is_the_cheapest_single_boundary(plan):
     instance = parse_instance(copy.deepcopy(HISTOGRAM))
-    router = Router(instance, None, plan_fleet)
+    router = Router(instance, SolveOptions(), plan_fleet)
     assert router.candidates == {"chat": [201, 2001]}
     singles = [cost(router.answer({"chat": (1, edge)})) for edge in (201, 2001)]
     routing = plan.length_routing
@@ -115,7 +116,7 @@ def _split_plan(instance, edge: int) -> Plan:
     """The router's answer for two buckets split at `edge`, recorded as a chosen plan is. Under
     the cost model of docs/cost-model.md a split of these mixes does not pay (one pool is
     chosen: the other tests), so the split answer stands for a length-routed plan here."""
-    router = Router(instance, None, plan_fleet)
+    router = Router(instance, SolveOptions(), plan_fleet)
     answers = {"one_pool": router.one_pool(), "best_two_pool": router.answer({"chat": (1, edge)})}
     edges, split, error = answers["best_two_pool"]
     assert error is None, error

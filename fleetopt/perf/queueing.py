@@ -202,6 +202,7 @@ Target = tuple[Waits, float]
 """What one class holds in a shared queue: its wait budgets and the share that may miss them."""
 
 
+@lru_cache(maxsize=16384)
 def pool_curve(
     targets: tuple[Target, ...],
     ceiling: float,

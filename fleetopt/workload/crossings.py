@@ -25,8 +25,11 @@ GRID_QUANTILES = (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.85, 0.9, 0.95, 0.98, 0.99, 0
 prompts cost most."""
 
 
-def cost_crossings(instance: Instance, workload: Workload, sample: Sample) -> list[int]:
-    """Boundaries just above a grid length whose cheapest GPU type differs from the next one's."""
+def cost_crossings(
+    instance: Instance, workload: Workload, sample: Sample, jobs: int = 1
+) -> list[int]:
+    """Boundaries just above a grid length whose cheapest GPU type differs from the next one's
+    (the probes' configs enumerated in `jobs` processes, as `enumerate_configs`)."""
     lengths = _grid(sample)
     if len(lengths) < 2:
         return []
@@ -43,7 +46,7 @@ def cost_crossings(instance: Instance, workload: Workload, sample: Sample) -> li
         for i, length in enumerate(lengths)
     ]
     resolved = resolve(instance.model_copy(update={"workloads": probes}))
-    configs = enumerate_configs(resolved).configs
+    configs = enumerate_configs(resolved, jobs).configs
     prices = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
     cheapest = [_cheapest_type(configs, prices, p.name) for p in probes]
     return [

@@ -51,7 +51,9 @@ class Router:
         self.workloads = {w.name: w for w in instance.workloads if w.from_data}
         self.samples: dict[str, Sample] = {n: sample_of(w) for n, w in self.workloads.items()}
         self.candidates = {
-            n: sorted({*candidates(s), *cost_crossings(instance, self.workloads[n], s)})
+            n: sorted(
+                {*candidates(s), *cost_crossings(instance, self.workloads[n], s, options.jobs)}
+            )
             for n, s in self.samples.items()
         }
         self.limit = {n: _limit(w, self.candidates[n]) for n, w in self.workloads.items()}
