@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import repeat
 
 import pyomo.core as pyo
 from pyomo.common.gc_manager import PauseGC
@@ -31,7 +33,7 @@ from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.presolve import Presolved, incumbent_start, presolve
-from fleetopt.solve import Outcome, SolveOptions, run_highs
+from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
 from fleetopt.verify import verify
 from fleetopt.workers import worker_pool
 
@@ -189,20 +191,29 @@ class BlockResult:
     stats: Stats
 
 
+BLOCK_SECONDS = 1.0
+"""The least time limit a block is given, and what each block yet to start keeps of the time
+left: an LP and a small MIP on most blocks."""
+
+
 def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) -> Solved:
     """Solve the program block by block (formulation/blocks.py: exact) and merge the values;
     `split=False` solves it as one model (benchmarks/scale.py --whole measures the difference).
     With `options.jobs` > 1, blocks are solved that many at a time, one process each; each
     block's answer is the same either way.
 
-    The time limit is for the whole: each block gets what is left of it when it starts."""
+    The time limit is for the whole: each block gets what is left when it starts less
+    BLOCK_SECONDS for each later round of `jobs` blocks (at least BLOCK_SECONDS), so that the
+    first blocks may use what the easy ones leave but not the time the last ones need; a block
+    that starts with none left answers with its arithmetic plan (`block_result`)."""
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     blocks = independent_blocks(data) if split else [whole_block(data)]
     jobs = min(options.jobs, len(blocks))
+    rounds = [math.ceil((len(blocks) - i) / jobs) for i in range(len(blocks))]
     results = (
-        _in_parallel(blocks, options, deadline, jobs)
+        _in_parallel(blocks, options, deadline, rounds, jobs)
         if jobs > 1
-        else (block_result(block, options, deadline) for block in blocks)
+        else map(block_result, blocks, repeat(options), repeat(deadline), rounds)
     )
     whole, stats, outcomes = empty_solution(data), Stats(), []
     for i, (block, result) in enumerate(zip(blocks, results, strict=True)):
@@ -217,14 +228,22 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
     return Solved(finish(whole, data), merge_outcomes(outcomes), stats)
 
 
-def block_result(block: Block, options: SolveOptions, deadline: float | None) -> BlockResult:
-    """Solve one block with what is left of the time limit (in this process or a worker)."""
+def block_result(
+    block: Block, options: SolveOptions, deadline: float | None, rounds: int = 1
+) -> BlockResult:
+    """Solve one block (in this process or a worker) in what is left of the time limit, less
+    BLOCK_SECONDS for each later round (`rounds` counts the rounds of blocks yet to start, its
+    own included); one that starts with none left answers with its arithmetic plan
+    (`presolve`, `late`)."""
+    late = False
     if deadline is not None:
-        left = max(deadline - time.monotonic(), 1.0)
-        options = dataclasses.replace(options, time_limit=left)
+        left = deadline - time.monotonic()
+        late = left <= 0
+        share = max(left - BLOCK_SECONDS * (rounds - 1), BLOCK_SECONDS)
+        options = dataclasses.replace(options, time_limit=share)
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
     with PauseGC():
-        solved = solve_block(block, options)
+        solved = solve_block(block, options, late)
         values = None
         if solved.outcome.status not in ("infeasible", "no_solution"):
             values = block_values(solved.block, solved.model)
@@ -232,7 +251,11 @@ def block_result(block: Block, options: SolveOptions, deadline: float | None) ->
 
 
 def _in_parallel(
-    blocks: list[Block], options: SolveOptions, deadline: float | None, jobs: int
+    blocks: list[Block],
+    options: SolveOptions,
+    deadline: float | None,
+    rounds: list[int],
+    jobs: int,
 ) -> Iterator[BlockResult]:
     """Each block's result, in block order, from `jobs` worker processes. Ctrl-C stops them
     all: with several blocks under way there is no whole plan to keep."""
@@ -240,7 +263,10 @@ def _in_parallel(
     options = dataclasses.replace(options, jobs=1)
     done = 0
     try:
-        futures = [pool.submit(block_result, block, options, deadline) for block in blocks]
+        futures = [
+            pool.submit(block_result, block, options, deadline, r)
+            for block, r in zip(blocks, rounds, strict=True)
+        ]
         for future in futures:
             yield future.result()
             done += 1
@@ -254,15 +280,18 @@ def _in_parallel(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def solve_block(block: Block, options: SolveOptions) -> SolvedBlock:
+def solve_block(block: Block, options: SolveOptions, late: bool = False) -> SolvedBlock:
     """One block, presolved by an incumbent (fleetopt/presolve.py): the reduced program holds
-    every plan no dearer than the incumbent, so its optimum is the block's."""
+    every plan no dearer than the incumbent, so its optimum is the block's. Where the presolve
+    spent the time limit (or `late`: none was left), its incumbent is the answer."""
     began = time.perf_counter()
-    presolved = presolve(block.data, options)
+    presolved = presolve(block.data, options, late)
     reduced = Block(presolved.data, [block.configs[k] for k in presolved.kept], block.periods)
     presolve_seconds = time.perf_counter() - began
     incumbent = presolved.incumbent
-    if incumbent is not None and incumbent.outcome.interrupted:
+    if incumbent is not None and (
+        incumbent.outcome.interrupted or late or time_spent(options, began)
+    ):
         return _incumbent_answer(block, presolved, None, presolve_seconds)
     built = time.perf_counter()
     model = build_model(reduced.data)

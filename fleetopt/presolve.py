@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 
 import pyomo.core as pyo
@@ -42,7 +43,7 @@ from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
 from fleetopt.formulation.model import replica_bound, stated_bound
 from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
 from fleetopt.handoff import INF
-from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs
+from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, time_spent
 
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
@@ -79,28 +80,32 @@ class AlonePlan:
     replicas: dict[tuple[int, int], int]
 
 
-def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
-    """The program reduced by an incumbent; unchanged where the LP or the restricted program
-    finds none in time, or where the objective is throughput."""
+def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Presolved:
+    """The program reduced by an incumbent; unchanged where the objective is throughput, or
+    where neither the arithmetic plan nor the restricted program gives one. `late` (the time
+    limit was spent before the block started), or the first LP out of time: the arithmetic
+    plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and no
+    bound is known."""
+    began = time.perf_counter()
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
         return unchanged
     alone = _alone_plan(data)
     upper = None if alone is None else alone.objective
     first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper))
+    if late:
+        return _arithmetic_only(first, alone, options)
     lp = build_model(first.data, relaxed=True)
     held = HeldRelaxation(lp, options)
     relaxation = held.solve(primal=True)
-    if relaxation is None:  # infeasible or out of time: the program itself will say which
-        return unchanged
+    if relaxation is None:  # infeasible (then there is no arithmetic plan) or out of time
+        return _arithmetic_only(first, alone, options)
     program = _with_broken_orders(first.data, lp, held)
     incumbent = _restricted(program, lp, options)
     if alone is not None and (
         incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
     ):  # out of time, or the arithmetic plan is cheaper: start from it
-        local = {k: i for i, k in enumerate(first.kept)}  # its configs are kept (its own cost)
-        start = {(local[k], t): n for (k, t), n in alone.replicas.items()}
-        incumbent = _restricted(program, lp, options, start)
+        incumbent = _restricted(program, lp, options, _alone_start(alone, first.kept))
     if incumbent is None:
         return Presolved(program, first.kept, lower_bound=relaxation.objective)
     used = {
@@ -108,7 +113,7 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
         for (i, t), var in incumbent.model.x.items()
         if round(var.value or 0.0)
     }
-    incumbent = dataclasses.replace(incumbent, configs=[first.kept[k] for k in incumbent.configs])
+    incumbent = _in_given_indices(incumbent, first.kept)
     if incumbent.outcome.interrupted:  # Ctrl-C: the incumbent is the answer (pipeline)
         return Presolved(program, first.kept, incumbent, relaxation.objective)
     upper = incumbent.outcome.objective
@@ -122,7 +127,7 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
         tighter = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
         moved = {key: b for key, b in tighter.items() if b != bounds[key]}
         bounds = tighter
-        if not moved or round_ + 1 == MAX_ROUNDS:
+        if not moved or round_ + 1 == MAX_ROUNDS or time_spent(options, began):
             break
         _bound_replicas(held, lp, program, moved)
         relaxation = held.solve()
@@ -132,6 +137,30 @@ def presolve(data: ProgramData, options: SolveOptions) -> Presolved:
         bound = max(bound, relaxation.objective)
     cut = _cut(program, lambda _k, _t, bound: bound, bounds)
     return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
+
+
+def _arithmetic_only(first: Presolved, alone: AlonePlan | None, options: SolveOptions):
+    """The program cut by the arithmetic plan's cost, with that plan (completed by HiGHS, no
+    dearer) as the incumbent: the answer of a block with no time for its LP. Without an
+    arithmetic plan, the program so cut and no incumbent (HiGHS will say why)."""
+    if alone is None:
+        return first
+    incumbent = _restricted(first.data, None, options, _alone_start(alone, first.kept))
+    if incumbent is None:
+        return first
+    return Presolved(first.data, first.kept, _in_given_indices(incumbent, first.kept))
+
+
+def _in_given_indices(incumbent: Incumbent, kept: list[int]) -> Incumbent:
+    """The incumbent with its configs indexed in the given program, not the one cut from it."""
+    return dataclasses.replace(incumbent, configs=[kept[k] for k in incumbent.configs])
+
+
+def _alone_start(alone: AlonePlan, kept: list[int]) -> dict[tuple[int, int], int]:
+    """The arithmetic plan's replicas, indexed in the program cut by its cost (which keeps its
+    configs: each costs no more than the plan)."""
+    local = {k: i for i, k in enumerate(kept)}
+    return {(local[k], t): n for (k, t), n in alone.replicas.items()}
 
 
 def _with_broken_orders(data: ProgramData, lp, held: HeldRelaxation) -> ProgramData:
@@ -206,15 +235,16 @@ def _by_cost(data: ProgramData, k: int, t: int, bound: int, upper: float | None)
 
 def _restricted(
     data: ProgramData,
-    lp: pyo.ConcreteModel,
+    lp: pyo.ConcreteModel | None,
     options: SolveOptions,
     start: dict[tuple[int, int], int] | None = None,
 ):
-    """The program on the configs the LP uses and the consolidating ones, solved; None if it
-    has no plan in its share of the time. With `start` (the arithmetic plan's replicas), its
-    configs too, and HiGHS starts from it: a plan in hand however short the time."""
+    """The program on the configs the LP uses (if it was solved) and the consolidating ones,
+    solved; None if it has no plan in its share of the time. With `start` (the arithmetic
+    plan's replicas), its configs too, and HiGHS starts from it: a plan in hand however short
+    the time."""
     start = start or {}
-    used = {k for (k, _), var in lp.x.items() if (var.value or 0.0) > 1e-7}
+    used = set() if lp is None else {k for (k, _), v in lp.x.items() if (v.value or 0.0) > 1e-7}
     names = [c.name for c in data.classes]
     for group in [names, *([n] for n in names)]:
         used |= {k for _, k, _ in _cheapest_alone(data, group).values()}

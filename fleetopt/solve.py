@@ -41,6 +41,11 @@ class SolveOptions:
     (pipeline.solve_program); the answer is the same for any number."""
 
 
+def time_spent(options: SolveOptions, began: float) -> bool:
+    """The time limit is used up, counted from `began` (`time.perf_counter`)."""
+    return options.time_limit is not None and time.perf_counter() - began >= options.time_limit
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: str  # optimal | feasible | infeasible | no_solution

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pyomo.core as pyo
 import pytest
 
+from fleetopt import pipeline
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
+from fleetopt.formulation.blocks import independent_blocks
 from fleetopt.instance import parse_instance
-from fleetopt.pipeline import program_data, solve_program
+from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
 from fleetopt.presolve import _alone_plan, _bound_replicas, _with_broken_orders, presolve
 from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs, solve_relaxation
 
@@ -165,3 +168,51 @@ def test_an_lp_bounded_in_place_solves_as_the_one_built_anew(seed):
     assert in_place is not None and anew is not None
     assert in_place.objective == pytest.approx(anew.objective, rel=1e-9)
     assert in_place.objective > first.objective * (1 + 1e-6)
+
+
+TWO_PERIODS = {"demand_profile": {"period_hours": 1, "multipliers": [0.5, 1.0]}}
+"""Two demand levels and nothing that couples them: two independent blocks."""
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_block_that_starts_with_no_time_left_answers_with_its_arithmetic_plan(seed):
+    data = _program(_instance(seed, {}))
+    optimum = solve_program(data, EXACT).outcome.objective
+    [block] = independent_blocks(data)
+    late = block_result(block, SolveOptions(time_limit=60.0), deadline=time.monotonic() - 1.0)
+    assert late.outcome.status == "feasible" and late.outcome.bound is None
+    assert late.values is not None
+    assert optimum * (1 - 1e-9) <= late.outcome.objective
+    assert late.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
+
+
+def test_a_first_lp_out_of_time_leaves_the_arithmetic_plan_as_the_incumbent(monkeypatch):
+    data = _program(_instance(0, {}))
+    monkeypatch.setattr(HeldRelaxation, "solve", lambda self, primal=False: None)
+    reduced = presolve(data, EXACT)
+    assert reduced.incumbent is not None and reduced.lower_bound is None
+    assert reduced.incumbent.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
+
+
+def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan():
+    instance = parse_instance(_instance(0, TWO_PERIODS))
+    optimum = plan_fleet(instance, EXACT).cost_per_hour
+    hurried = plan_fleet(instance, SolveOptions(time_limit=1e-12))  # verified, or it raises
+    assert hurried.status == "feasible" and hurried.objective_bound is None
+    assert hurried.cost_per_hour >= optimum - 1e-6
+
+
+def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
+    data = _program(_instance(0, TWO_PERIODS))
+    limits, solve = [], pipeline.solve_block
+
+    def recorded(block, options, late=False):
+        limits.append(options.time_limit)
+        return solve(block, options, late)
+
+    monkeypatch.setattr(pipeline, "solve_block", recorded)
+    solve_program(data, SolveOptions(time_limit=5.0))
+    assert len(limits) == 2
+    # The first keeps a second for the one to come; the second has what the first left.
+    assert limits[0] == pytest.approx(5.0 - pipeline.BLOCK_SECONDS, abs=0.1)
+    assert pipeline.BLOCK_SECONDS <= limits[1] <= 5.0
