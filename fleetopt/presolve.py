@@ -47,6 +47,9 @@ from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, tim
 
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
+START_SECONDS = 1.0
+"""The least time HiGHS gets to complete the arithmetic plan into a plan of the restricted
+program (it stops once it has): a plan in hand, however little of the limit is left."""
 MAX_ROUNDS = 5
 """Rounds of reduced-cost bounds, each from the LP of the program the last one left."""
 
@@ -139,7 +142,7 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
 
 
-def _arithmetic_only(first: Presolved, alone: AlonePlan | None, options: SolveOptions):
+def _arithmetic_only(first: Presolved, alone: AlonePlan | None, options: SolveOptions) -> Presolved:
     """The program cut by the arithmetic plan's cost, with that plan (completed by HiGHS, no
     dearer) as the incumbent: the answer of a block with no time for its LP. Without an
     arithmetic plan, the program so cut and no incumbent (HiGHS will say why)."""
@@ -255,6 +258,8 @@ def _restricted(
     for (k, t), n in start.items():  # more than the bound only where classes pool (`_alone_plan`)
         values[model.x[local[k], t]] = float(min(n, model.replica_bound[local[k], t]))
     limit = None if options.time_limit is None else options.time_limit * RESTRICTED_TIME_SHARE
+    if start and limit is not None:
+        limit = max(limit, START_SECONDS)
     solve = dataclasses.replace(options, time_limit=limit, verbose=False)
     outcome = run_highs(model, solve, values if start else None)
     if outcome.objective is None:
