@@ -48,8 +48,9 @@ from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, tim
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
 START_SECONDS = 1.0
-"""The least time HiGHS gets to complete the arithmetic plan into a plan of the restricted
-program (it stops once it has): a plan in hand, however little of the limit is left."""
+"""The least time HiGHS gets on the restricted program started from the arithmetic plan: it
+completes that plan (and improves on it within the time), however little of the limit is
+left."""
 MAX_ROUNDS = 5
 """Rounds of reduced-cost bounds, each from the LP of the program the last one left."""
 
