@@ -152,7 +152,53 @@ def _arithmetic_only(first: Presolved, alone: AlonePlan | None, options: SolveOp
     incumbent = _restricted(first.data, None, options, _alone_start(alone, first.kept))
     if incumbent is None:
         return first
-    return Presolved(first.data, first.kept, _in_given_indices(incumbent, first.kept))
+    incumbent = _in_given_indices(incumbent, first.kept)
+    return Presolved(first.data, first.kept, incumbent, _arithmetic_bound(first.data))
+
+
+def _arithmetic_bound(data: ProgramData) -> float | None:
+    """A bound on the objective without the LP. Each replica of k in period t adds at least
+    `_replica_cost`, and every capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t]
+    (pooled prefill: ≤ cap·g(x) ≤ cap·x), so for any one resource ρ of each config the
+    objective is at least Σ_k,t cost·Σ_c r·u/cap: each request/s of class c in period t costs
+    at least its cheapest colocated config, or its cheapest prefill plus decode configs,
+    priced so. ρ is the resource the period's whole demand fills most on k. (Each class priced
+    at its own bottleneck would be no bound: classes held by different resources share a
+    replica.) None where a class has no configs to carry it."""
+    bound = 0.0
+    for t, period in enumerate(data.periods):
+        rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
+        cheapest = {
+            name: {"both": math.inf, "prefill": math.inf, "decode": math.inf} for name in rates
+        }
+        for k, config in enumerate(data.configs):
+            op = config.op
+            phase = ("both" if op.does_decode else "prefill") if op.does_prefill else "decode"
+            for c, cost in _cost_per_request(data, k, t, rates).items():
+                cheapest[c][phase] = min(cheapest[c][phase], cost)
+        for name, best in cheapest.items():
+            per_request = min(best["both"], best["prefill"] + best["decode"])
+            if not math.isfinite(per_request):
+                return None
+            bound += rates[name] * per_request
+    return bound
+
+
+def _cost_per_request(data: ProgramData, k: int, t: int, rates: dict[str, float]) -> dict:
+    """The least each request/s of each class costs on config k in period t, through one
+    resource: the replica's least cost times the share of the resource a request/s fills. The
+    resource is the one these rates fill most (any one gives a bound; 0 where k has none)."""
+    config = data.configs[k]
+    fills = {
+        resource: sum(rates[c] * use.get(resource, 0.0) for c, use in config.usage.items()) / cap
+        for resource, cap in config.capacity.items()
+        if cap > 0
+    }
+    if not fills:
+        return dict.fromkeys(config.usage, 0.0)
+    resource = max(fills, key=fills.get)
+    price = _replica_cost(data, k, t) / config.capacity[resource]
+    return {c: price * use.get(resource, 0.0) for c, use in config.usage.items()}
 
 
 def _in_given_indices(incumbent: Incumbent, kept: list[int]) -> Incumbent:

@@ -23,7 +23,13 @@ from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import independent_blocks
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
-from fleetopt.presolve import _alone_plan, _bound_replicas, _with_broken_orders, presolve
+from fleetopt.presolve import (
+    _alone_plan,
+    _arithmetic_bound,
+    _bound_replicas,
+    _with_broken_orders,
+    presolve,
+)
 from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs, solve_relaxation
 
 EXACT = SolveOptions(mip_gap=1e-9)
@@ -180,9 +186,8 @@ def test_a_block_that_starts_with_no_time_left_answers_with_its_arithmetic_plan(
     optimum = solve_program(data, EXACT).outcome.objective
     [block] = independent_blocks(data)
     late = block_result(block, SolveOptions(time_limit=60.0), deadline=time.monotonic() - 1.0)
-    assert late.outcome.status == "feasible" and late.outcome.bound is None
-    assert late.values is not None
-    assert optimum * (1 - 1e-9) <= late.outcome.objective
+    assert late.outcome.status == "feasible" and late.values is not None
+    assert 0 < late.outcome.bound <= optimum * (1 + 1e-9) <= late.outcome.objective * (1 + 2e-9)
     assert late.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
 
 
@@ -190,7 +195,8 @@ def test_a_first_lp_out_of_time_leaves_the_arithmetic_plan_as_the_incumbent(monk
     data = _program(_instance(0, {}))
     monkeypatch.setattr(HeldRelaxation, "solve", lambda self, primal=False: None)
     reduced = presolve(data, EXACT)
-    assert reduced.incumbent is not None and reduced.lower_bound is None
+    assert reduced.incumbent is not None
+    assert 0 < reduced.lower_bound <= reduced.incumbent.outcome.objective
     assert reduced.incumbent.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
 
 
@@ -198,8 +204,8 @@ def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan(
     instance = parse_instance(_instance(0, TWO_PERIODS))
     optimum = plan_fleet(instance, EXACT).cost_per_hour
     hurried = plan_fleet(instance, SolveOptions(time_limit=1e-12))  # verified, or it raises
-    assert hurried.status == "feasible" and hurried.objective_bound is None
-    assert hurried.cost_per_hour >= optimum - 1e-6
+    assert hurried.status == "feasible"
+    assert hurried.objective_bound <= optimum * (1 + 1e-9) <= hurried.cost_per_hour * (1 + 2e-9)
 
 
 def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
@@ -216,3 +222,11 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
     # The first keeps a second for the one to come; the second has what the first left.
     assert limits[0] == pytest.approx(5.0 - pipeline.BLOCK_SECONDS, abs=0.1)
     assert pipeline.BLOCK_SECONDS <= limits[1] <= 5.0
+
+
+@pytest.mark.parametrize("limits", list(LIMITS))
+@pytest.mark.parametrize("seed", range(3))
+def test_the_arithmetic_bound_is_a_bound(seed, limits):
+    data = _program(_instance(seed, LIMITS[limits]))
+    optimum = solve_program(data, EXACT).outcome.objective
+    assert 0 < _arithmetic_bound(data) <= optimum * (1 + 1e-9)
