@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -138,10 +139,10 @@ def seed_list(text: str) -> list[int]:
 
 def summary(size: str, seconds: list[float], end_to_end: bool) -> str:
     """The runs' sum, median and slowest; end to end, how many met the size's target."""
-    ordered = sorted(seconds)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    spread = f"in all {sum(seconds):.1f} s, median {median:.2f} s, slowest {ordered[-1]:.2f} s"
+    spread = (
+        f"in all {sum(seconds):.1f} s, median {statistics.median(seconds):.2f} s, "
+        f"slowest {max(seconds):.2f} s"
+    )
     if not end_to_end:
         return f"{size}, {len(seconds)} seeds in process: {spread}"
     target = ""

@@ -88,8 +88,8 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     """The program reduced by an incumbent; unchanged where the objective is throughput, or
     where neither the arithmetic plan nor the restricted program gives one. `late` (the time
     limit was spent before the block started), or the first LP out of time: the arithmetic
-    plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and no
-    bound is known."""
+    plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and the
+    bound is `_arithmetic_bound`."""
     began = time.perf_counter()
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
@@ -145,8 +145,9 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
 
 def _arithmetic_only(first: Presolved, alone: AlonePlan | None, options: SolveOptions) -> Presolved:
     """The program cut by the arithmetic plan's cost, with that plan (completed by HiGHS, no
-    dearer) as the incumbent: the answer of a block with no time for its LP. Without an
-    arithmetic plan, the program so cut and no incumbent (HiGHS will say why)."""
+    dearer) as the incumbent and the bound by arithmetic: the answer of a block with no time
+    for its LP. Without an arithmetic plan, the program so cut and no incumbent (HiGHS will
+    say why)."""
     if alone is None:
         return first
     incumbent = _restricted(first.data, None, options, _alone_start(alone, first.kept))

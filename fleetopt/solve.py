@@ -178,13 +178,6 @@ class HeldRelaxation:
         self.loaded.highs.addRow(-INF, upper, len(index), index, np.array(coefs, dtype=float))
 
 
-def solve_relaxation(
-    model: pyo.ConcreteModel, options: SolveOptions, primal: bool = False
-) -> Relaxation | None:
-    """Solve a model without integer variables once (`HeldRelaxation.solve`)."""
-    return HeldRelaxation(model, options).solve(primal)
-
-
 def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None:
     settings = {
         "output_flag": options.verbose,

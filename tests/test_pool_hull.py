@@ -19,7 +19,7 @@ from fleetopt.instance import parse_instance
 from fleetopt.perf.queueing import PoolCurve, pool_curve
 from fleetopt.pipeline import program_data, solve_program
 from fleetopt.presolve import presolve
-from fleetopt.solve import SolveOptions, run_highs, solve_relaxation
+from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
 
 CONVEX = [
     pool_curve(((((1.0, w),), tail),), u)
@@ -112,7 +112,7 @@ def _instance(seed: int) -> dict:
 
 
 def _bound_and_optimum(data) -> tuple[float, float]:
-    relaxation = solve_relaxation(build_model(data, relaxed=True), SolveOptions())
+    relaxation = HeldRelaxation(build_model(data, relaxed=True), SolveOptions()).solve()
     outcome = run_highs(build_model(data), SolveOptions(mip_gap=1e-9))
     assert outcome.status == "optimal"
     return relaxation.objective, outcome.objective
@@ -138,13 +138,13 @@ def test_broken_orders_are_added_and_then_hold(seed, monkeypatch):
     resolved = resolve(parse_instance(_instance(seed)))
     data = program_data(resolved, enumerate_configs(resolved))
     lp = build_model(data, relaxed=True)
-    before = solve_relaxation(lp, SolveOptions()).objective
+    before = HeldRelaxation(lp, SolveOptions()).solve().objective
     broken = prefill.broken_hull_orders(lp, data)
     assert broken
     hulled = data.with_hull_orders(broken)
     assert prefill.broken_hull_orders(lp, hulled).keys().isdisjoint(broken)  # not found twice
     lp = build_model(hulled, relaxed=True)
-    after = solve_relaxation(lp, SolveOptions()).objective
+    after = HeldRelaxation(lp, SolveOptions()).solve().objective
     assert after >= before * (1 - 1e-9)
     for (k, t), order in broken.items():
         row = lp.pool_hull[k, t, hulled.hull_orders[k, t].index(order)]

@@ -30,7 +30,7 @@ from fleetopt.presolve import (
     _with_broken_orders,
     presolve,
 )
-from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs, solve_relaxation
+from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
 
 EXACT = SolveOptions(mip_gap=1e-9)
 
@@ -170,7 +170,9 @@ def test_an_lp_bounded_in_place_solves_as_the_one_built_anew(seed):
     _bound_replicas(held, lp, program, bounds)
     in_place = held.solve()
     kept = [k for k in range(len(program.configs)) if bounds[k, 0]]
-    anew = solve_relaxation(build_model(program.restricted(kept, bounds), relaxed=True), EXACT)
+    anew = HeldRelaxation(
+        build_model(program.restricted(kept, bounds), relaxed=True), EXACT
+    ).solve()
     assert in_place is not None and anew is not None
     assert in_place.objective == pytest.approx(anew.objective, rel=1e-9)
     assert in_place.objective > first.objective * (1 + 1e-6)
