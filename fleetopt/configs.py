@@ -123,9 +123,16 @@ class Config:
         """Fewest replicas that carry these requests/s of its classes on every resource, the
         prefill pooled (n replicas carry g(n) ≤ n replicas' worth); classes it may not carry
         are ignored."""
+        loads = dict.fromkeys(self.capacity, 0.0)
+        for c, use in self.usage.items():  # only the classes asked for: presolves ask often
+            rate = rates.get(c)
+            if rate:
+                for resource, amount in use.items():
+                    if resource in loads:
+                        loads[resource] += rate * amount
         need = 0
         for resource, cap in self.capacity.items():
-            load = sum(rates.get(c, 0.0) * use.get(resource, 0.0) for c, use in self.usage.items())
+            load = loads[resource]
             replicas = math.ceil(load / cap - 1e-9)
             if resource == PREFILL:
                 while self.queue.load(replicas) * cap < load * (1 - 1e-9):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import pyomo.core as pyo
-
 from fleetopt.configs import Config, RequestClass
+from fleetopt.formulation.blocks import Solution
 from fleetopt.formulation.data import GpuMarket, ProgramData
 from fleetopt.formulation.tiers import period_cost
 from fleetopt.perf.operating_point import DECODE_STEP, PREFILL, RESOURCE_LABELS, Limits
@@ -20,7 +19,7 @@ ROUTE_EPS = 1e-7
 def extract_plan(
     name: str,
     data: ProgramData,
-    m: pyo.ConcreteModel,
+    m: Solution,
     outcome: Outcome,
     limits: Limits,
     schedule: list[int] | None = None,
@@ -39,44 +38,47 @@ def extract_plan(
             for i, t in enumerate(schedule)
         ]
     if data.tiers is not None:
-        reserved = {g: n for g in m.G if (n := round(pyo.value(m.reserved[g]))) > 0}
+        reserved = {g: n for g in m.G if (n := round(m.reserved[g])) > 0}
     return Plan(
         name=name,
         status=outcome.status,
         objective="maximize throughput" if data.maximize_throughput else "minimize cost",
-        cost_per_hour=round(pyo.value(m.cost_per_hour), 9),
+        cost_per_hour=round(m.cost_per_hour, 9),
         objective_bound=outcome.bound,
         mip_gap=outcome.gap,
         solve_seconds=outcome.seconds,
         gpus=top.gpus,
         pools=top.pools,
         workloads=top.workloads,
-        demand_scale=pyo.value(m.alpha),
+        demand_scale=m.alpha,
         reserved_gpus=reserved,
         periods=periods,
     )
 
 
 def _period(
-    data: ProgramData, m: pyo.ConcreteModel, t: int, price: dict[str, float], limits: Limits
+    data: ProgramData, m: Solution, t: int, price: dict[str, float], limits: Limits
 ) -> PeriodPlan:
-    """The fleet, routes and cost of one program period."""
-    routed: dict[int, dict[str, float]] = {}
-    for c, k in m.E:
-        rate = pyo.value(m.r[c, k, t])
-        if rate > ROUTE_EPS:
-            routed.setdefault(k, {})[c] = rate
+    """The fleet, routes and cost of one program period: read from the solution's nonzero
+    values, in config order and each config's classes in its order."""
+    rates: dict[int, dict[str, float]] = {}
+    for (c, k, period), rate in m.r.items():
+        if period == t and rate > ROUTE_EPS:
+            rates.setdefault(k, {})[c] = rate
+    routed = {
+        k: {c: rates[k][c] for c in data.configs[k].usage if c in rates[k]} for k in sorted(rates)
+    }
     pools: list[PoolPlan] = []
     pool_of: dict[int, int] = {}
     classes = {c.name: c for c in data.classes}
-    for k, config in enumerate(data.configs):
-        replicas = round(pyo.value(m.x[k, t]))
+    for k in sorted(k for k, period in m.x if period == t):
+        replicas = round(m.x[k, t])
         if replicas == 0:
             continue
         pool_of[k] = len(pools)
-        pools.append(_pool(config, replicas, routed.get(k, {}), classes, price, limits))
+        pools.append(_pool(data.configs[k], replicas, routed.get(k, {}), classes, price, limits))
 
-    scale = pyo.value(m.alpha) * data.periods[t].multiplier
+    scale = m.alpha * data.periods[t].multiplier
     workloads = []
     for cls in data.classes:
         routes = [
@@ -88,8 +90,8 @@ def _period(
         used = [data.configs[k] for k, by_class in routed.items() if cls.name in by_class]
         workloads.append(_workload(cls, scale, routes, used))
 
-    def count(var, g) -> int:
-        return round(pyo.value(var[g, t]))
+    def count(values: dict[tuple[str, int], float], g: str) -> int:
+        return round(values[g, t])
 
     bought = {g: count(m.gpus, g) for g in m.G}
     pools = [_one_fewer(pool, pools, bought[pool.gpu], data.gpus) for pool in pools]
@@ -98,7 +100,7 @@ def _period(
         index=t,
         multiplier=data.periods[t].multiplier,
         hours=data.periods[t].hours,
-        cost_per_hour=round(pyo.value(period_cost(m, data, t)), 9),
+        cost_per_hour=round(period_cost(m, data, t), 9),
         gpus={g: count(m.gpus, g) for g in m.G if count(m.gpus, g) > 0},
         on_demand_gpus={g: count(m.on_demand, g) for g in m.G if count(m.on_demand, g)}
         if tiered

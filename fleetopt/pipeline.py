@@ -23,10 +23,11 @@ from fleetopt.formulation.blocks import (
     BlockValues,
     Solution,
     add_block,
+    block_parts,
     block_values,
+    cut_block,
     empty_solution,
     finish,
-    independent_blocks,
     whole_block,
 )
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
@@ -35,7 +36,7 @@ from fleetopt.plan import Plan
 from fleetopt.presolve import Presolved, incumbent_start, presolve
 from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
 from fleetopt.verify import verify
-from fleetopt.workers import worker_pool
+from fleetopt.workers import shared, worker_pool
 
 
 def plan_fleet(
@@ -207,11 +208,12 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
     first blocks may use what the easy ones leave but not the time the last ones need; a block
     that starts with none left answers with its arithmetic plan (`block_result`)."""
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
-    blocks = independent_blocks(data) if split else [whole_block(data)]
+    parts = block_parts(data) if split else []
+    blocks = [cut_block(data, *part) for part in parts] if split else [whole_block(data)]
     jobs = min(options.jobs, len(blocks))
     rounds = [math.ceil((len(blocks) - i) / jobs) for i in range(len(blocks))]
     results = (
-        _in_parallel(blocks, options, deadline, rounds, jobs)
+        _in_parallel(data, parts, options, deadline, rounds, jobs)
         if jobs > 1
         else map(block_result, blocks, repeat(options), repeat(deadline), rounds)
     )
@@ -251,21 +253,23 @@ def block_result(
 
 
 def _in_parallel(
-    blocks: list[Block],
+    data: ProgramData,
+    parts: list[tuple[frozenset[str], list[int]]],
     options: SolveOptions,
     deadline: float | None,
     rounds: list[int],
     jobs: int,
 ) -> Iterator[BlockResult]:
-    """Each block's result, in block order, from `jobs` worker processes. Ctrl-C stops them
-    all: with several blocks under way there is no whole plan to keep."""
-    pool = worker_pool(jobs)
+    """Each block's result, in block order, from `jobs` worker processes, each sent the
+    program once and each block's models and periods. Ctrl-C stops them all: with several
+    blocks under way there is no whole plan to keep."""
+    pool = worker_pool(jobs, shared=data)
     options = dataclasses.replace(options, jobs=1)
     done = 0
     try:
         futures = [
-            pool.submit(block_result, block, options, deadline, r)
-            for block, r in zip(blocks, rounds, strict=True)
+            pool.submit(_shared_block_result, *part, options, deadline, r)
+            for part, r in zip(parts, rounds, strict=True)
         ]
         for future in futures:
             yield future.result()
@@ -274,10 +278,21 @@ def _in_parallel(
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()
         raise Interrupted(
-            f"interrupted with {done} of {len(blocks)} independent blocks solved"
+            f"interrupted with {done} of {len(parts)} independent blocks solved"
         ) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _shared_block_result(
+    models: frozenset[str],
+    periods: list[int],
+    options: SolveOptions,
+    deadline: float | None,
+    rounds: int,
+) -> BlockResult:
+    """`block_result` in a worker, on the block it cuts from the program its pool shares."""
+    return block_result(cut_block(shared(), models, periods), options, deadline, rounds)
 
 
 def solve_block(block: Block, options: SolveOptions, late: bool = False) -> SolvedBlock:

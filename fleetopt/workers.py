@@ -9,21 +9,40 @@ process (docs/benchmarks.md), which only parts that take seconds repay.
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import signal
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 
-def worker_pool(jobs: int, ctrl_c_to_parent: bool = True) -> ProcessPoolExecutor:
+def worker_pool(
+    jobs: int, ctrl_c_to_parent: bool = True, shared: Any = None
+) -> ProcessPoolExecutor:
     """`jobs` worker processes. With `ctrl_c_to_parent` they ignore Ctrl-C and leave it to the
-    caller, which stops them (shutdown with its pending parts cancelled)."""
+    caller, which stops them (shutdown with its pending parts cancelled). `shared`: what every
+    part reads (`shared()` in the worker), pickled once and sent to each worker as it starts
+    instead of with every part (a large program's blocks each carried their model's configs:
+    docs/benchmarks.md)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["fleetopt.pipeline"])
     return ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=context,
-        initializer=_ignore_sigint if ctrl_c_to_parent else None,
+        initializer=_start,
+        initargs=(ctrl_c_to_parent, pickle.dumps(shared, pickle.HIGHEST_PROTOCOL)),
     )
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+_shared: Any = None
+
+
+def shared() -> Any:
+    """The `shared` object of the pool this worker belongs to."""
+    return _shared
+
+
+def _start(ignore_sigint: bool, pickled: bytes) -> None:
+    global _shared
+    if ignore_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _shared = pickle.loads(pickled)

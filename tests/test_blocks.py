@@ -97,3 +97,14 @@ def test_split_plans_pass_verification(seed):
     assert plan.status == "optimal"
     assert verify(plan, resolve(instance)) == []
     assert len(plan.periods) == 5
+
+
+def test_blocks_solved_in_worker_processes_give_the_same_plan():
+    """With `jobs` > 1 each worker holds the program once and cuts each block it is given from
+    it (`cut_block`): the same blocks, so the same values, as solved one by one here."""
+    data = _program(_data(1))
+    here, workers = (solve_program(data, SolveOptions(mip_gap=1e-9, jobs=jobs)) for jobs in (1, 2))
+    assert here.outcome.status == workers.outcome.status == "optimal"
+    assert workers.solution.x == here.solution.x
+    assert workers.solution.r == here.solution.r
+    assert workers.outcome.objective == here.outcome.objective

@@ -33,29 +33,39 @@ class Block:
 def independent_blocks(data: ProgramData) -> list[Block]:
     """The program split into blocks that share no variable and no row (one block when every
     period or model is linked)."""
+    return [cut_block(data, models, periods) for models, periods in block_parts(data)]
+
+
+def block_parts(data: ProgramData) -> list[tuple[frozenset[str], list[int]]]:
+    """The models and periods of each independent block: what a worker process that holds the
+    program needs to cut the block itself (`cut_block`), rather than be sent its configs."""
     assert not data.replica_bounds, "blocks are cut before any presolve bounds replicas"
     linked = data.tiers is not None or data.maximize_throughput or data.budget_per_hour is not None
     period_groups = (
         [list(range(len(data.periods)))] if linked else [[t] for t in range(len(data.periods))]
     )
-    blocks = []
-    for models in _model_groups(data, linked):
-        configs = [k for k, config in enumerate(data.configs) if config.model in models]
-        classes = [c for c in data.classes if c.model in models]
-        for periods in period_groups:
-            sub = dataclasses.replace(
-                data,
-                classes=classes,
-                configs=[data.configs[k] for k in configs],
-                periods=[data.periods[t] for t in periods],
-            )
-            blocks.append(Block(sub, configs, periods))
-    return blocks
+    return [
+        (frozenset(models), periods)
+        for models in _model_groups(data, linked)
+        for periods in period_groups
+    ]
 
 
 def whole_block(data: ProgramData) -> Block:
     """The program as one block (to measure what the split saves)."""
     return Block(data, list(range(len(data.configs))), list(range(len(data.periods))))
+
+
+def cut_block(data: ProgramData, models: frozenset[str], periods: list[int]) -> Block:
+    """The sub-program of these models' classes and configs over these periods."""
+    configs = [k for k, config in enumerate(data.configs) if config.model in models]
+    sub = dataclasses.replace(
+        data,
+        classes=[c for c in data.classes if c.model in models],
+        configs=[data.configs[k] for k in configs],
+        periods=[data.periods[t] for t in periods],
+    )
+    return Block(sub, configs, periods)
 
 
 def _model_groups(data: ProgramData, linked: bool) -> list[set[str]]:
@@ -80,10 +90,11 @@ def _model_groups(data: ProgramData, linked: bool) -> list[set[str]]:
 @dataclass
 class Solution:
     """The values of a solved program under the model's component names, so that a plan reads
-    the same whether it came from one model or from merged blocks."""
+    the same whether it came from one model or from merged blocks. `x` and `r` hold only the
+    nonzero values (a missing key is 0): on thousands of configs over many periods nearly all
+    are 0."""
 
     T: list[int]
-    E: list[tuple[str, int]]
     G: list[str]
     alpha: float = 1.0
     x: dict[tuple[int, int], float] = field(default_factory=dict)
@@ -101,10 +112,7 @@ def empty_solution(data: ProgramData) -> Solution:
     gpus = [g.name for g in data.gpus]
     return Solution(
         T=periods,
-        E=data.eligible(),
         G=gpus,
-        x={(k, t): 0.0 for k in range(len(data.configs)) for t in periods},
-        r={(c, k, t): 0.0 for c, k in data.eligible() for t in periods},
         gpus={(g, t): 0.0 for g in gpus for t in periods},
         reserved=dict.fromkeys(gpus, 0.0) if data.tiers else {},
         on_demand={(g, t): 0.0 for g in gpus for t in periods} if data.tiers else {},
@@ -115,7 +123,8 @@ def empty_solution(data: ProgramData) -> Solution:
 @dataclass
 class BlockValues:
     """A solved block's values under the whole program's indices: plain numbers, so a block
-    solved in another process sends these back instead of its model."""
+    solved in another process sends these back instead of its model (`x` and `r` nonzero
+    only, as in `Solution`)."""
 
     alpha: float
     x: dict[tuple[int, int], float]
@@ -132,8 +141,8 @@ def block_values(block: Block, m: pyo.ConcreteModel) -> BlockValues:
     tiered = block.data.tiers is not None
     return BlockValues(
         alpha=pyo.value(m.alpha),
-        x={(k_of[k], t_of[t]): var.value or 0.0 for (k, t), var in m.x.items()},
-        r={(c, k_of[k], t_of[t]): var.value or 0.0 for (c, k, t), var in m.r.items()},
+        x={(k_of[k], t_of[t]): value for (k, t), var in m.x.items() if (value := var.value)},
+        r={(c, k_of[k], t_of[t]): v for (c, k, t), var in m.r.items() if (v := var.value)},
         gpus={(g, t_of[t]): var.value or 0.0 for (g, t), var in m.gpus.items()},
         reserved={g: var.value or 0.0 for g, var in m.reserved.items()} if tiered else {},
         on_demand={(g, t_of[t]): v.value or 0.0 for (g, t), v in m.on_demand.items()}
@@ -149,7 +158,7 @@ def add_block(whole: Solution, values: BlockValues) -> None:
     for name in ("x", "r", "gpus", "reserved", "on_demand", "spot"):
         merged = getattr(whole, name)
         for key, value in getattr(values, name).items():
-            merged[key] += value
+            merged[key] = merged.get(key, 0.0) + value
 
 
 def finish(whole: Solution, data: ProgramData) -> Solution:

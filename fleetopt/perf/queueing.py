@@ -26,7 +26,7 @@ import bisect
 import itertools
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 SERVICE_CV2 = 1.0
 """The least squared coefficient of variation of prompt service times assumed when sizing
@@ -174,9 +174,17 @@ class PoolCurve:
         """True when g(n) = tail_rate·n exactly: no binaries needed."""
         return all(math.isclose(d, self.tail_rate, rel_tol=1e-12) for d in self.increments)
 
+    @cached_property
+    def _heads(self) -> tuple[float, ...]:
+        """f(n)/u for n = 0..N, summed once: `load` is asked for at every replica count the
+        presolve's arithmetic tries."""
+        return tuple(itertools.accumulate(self.increments, initial=0.0))
+
     def load(self, replicas: int) -> float:
-        head = self.increments[:replicas]
-        line = sum(head) + max(0, replicas - len(self.increments)) * self.tail_rate
+        heads = self._heads
+        if replicas < len(heads):
+            return min(float(replicas), heads[replicas])
+        line = heads[-1] + (replicas - len(self.increments)) * self.tail_rate
         return min(float(replicas), line)
 
     def replicas_at_least(self, load: float) -> float:
