@@ -7,7 +7,6 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import repeat
 
 import pyomo.core as pyo
 from pyomo.common.gc_manager import PauseGC
@@ -28,7 +27,7 @@ from fleetopt.formulation.blocks import (
     cut_block,
     empty_solution,
     finish,
-    whole_block,
+    whole_part,
 )
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.instance import Instance, Pricing
@@ -208,24 +207,27 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
     first blocks may use what the easy ones leave but not the time the last ones need; a block
     that starts with none left answers with its arithmetic plan (`block_result`)."""
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
-    parts = block_parts(data) if split else []
-    blocks = [cut_block(data, *part) for part in parts] if split else [whole_block(data)]
-    jobs = min(options.jobs, len(blocks))
-    rounds = [math.ceil((len(blocks) - i) / jobs) for i in range(len(blocks))]
+    parts = block_parts(data) if split else [whole_part(data)]
+    jobs = min(options.jobs, len(parts))
+    rounds = [math.ceil((len(parts) - i) / jobs) for i in range(len(parts))]
     results = (
         _in_parallel(data, parts, options, deadline, rounds, jobs)
         if jobs > 1
-        else map(block_result, blocks, repeat(options), repeat(deadline), rounds)
+        else (
+            block_result(cut_block(data, *part), options, deadline, r)
+            for part, r in zip(parts, rounds, strict=True)
+        )
     )
     whole, stats, outcomes = empty_solution(data), Stats(), []
-    for i, (block, result) in enumerate(zip(blocks, results, strict=True)):
+    for i, ((_, periods), result) in enumerate(zip(parts, results, strict=True)):
         stats = stats + result.stats
         outcome = result.outcome
-        outcomes.append((block.data.total_hours / data.total_hours, outcome))
+        hours = sum(data.periods[t].hours for t in periods)
+        outcomes.append((hours / data.total_hours, outcome))
         if result.values is None:
             return Solved(None, outcome, stats)
-        if outcome.interrupted and i + 1 < len(blocks):
-            raise Interrupted(f"interrupted after {i + 1} of {len(blocks)} independent blocks")
+        if outcome.interrupted and i + 1 < len(parts):
+            raise Interrupted(f"interrupted after {i + 1} of {len(parts)} independent blocks")
         add_block(whole, result.values)
     return Solved(finish(whole, data), merge_outcomes(outcomes), stats)
 

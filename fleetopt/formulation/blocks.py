@@ -51,9 +51,10 @@ def block_parts(data: ProgramData) -> list[tuple[frozenset[str], list[int]]]:
     ]
 
 
-def whole_block(data: ProgramData) -> Block:
-    """The program as one block (to measure what the split saves)."""
-    return Block(data, list(range(len(data.configs))), list(range(len(data.periods))))
+def whole_part(data: ProgramData) -> tuple[frozenset[str], list[int]]:
+    """The whole program as one block's models and periods (to measure what the split saves)."""
+    models = {c.model for c in data.classes} | {config.model for config in data.configs}
+    return frozenset(models), list(range(len(data.periods)))
 
 
 def cut_block(data: ProgramData, models: frozenset[str], periods: list[int]) -> Block:
