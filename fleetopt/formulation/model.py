@@ -83,9 +83,11 @@ def replica_bound(data: ProgramData, k: int, t: int) -> int:
     """Replicas of config k never needed: enough to carry every eligible class alone (cost
     mode), or what the budget buys (throughput mode), or fewer where an incumbent proves it
     (`data.replica_bounds`). Tight bounds speed up branch and bound, and tighten the pooling
-    chord (docs/formulation.md §2)."""
-    demand = _demand_bound(data, k, t)
-    return min(demand, data.replica_bounds.get((k, t), demand))
+    chord (docs/formulation.md §2). A bound an incumbent proved is never above the demand's
+    (each started from it and only fell), so the demand is not computed again where there is
+    one: the presolve builds a block's model several times."""
+    proven = data.replica_bounds.get((k, t))
+    return _demand_bound(data, k, t) if proven is None else proven
 
 
 def _demand_bound(data: ProgramData, k: int, t: int) -> int:
