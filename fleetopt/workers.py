@@ -3,7 +3,8 @@ program, sweep scenarios).
 
 Workers fork from a forkserver that has imported fleetopt once: a worker starts in milliseconds
 and inherits no solver threads from the caller; the forkserver itself costs ~0.4 s once per
-process (docs/benchmarks.md), which only parts that take seconds repay.
+process (docs/benchmarks.md), which only parts that take seconds repay. What every part reads
+(the program its blocks are cut from) goes to each worker once, as it starts (`shared`).
 """
 
 from __future__ import annotations
