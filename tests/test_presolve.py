@@ -9,6 +9,7 @@ that change what a plan costs: whole nodes, an availability cap, a budget, price
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -21,6 +22,7 @@ from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import independent_blocks
+from fleetopt.formulation.model import replica_bound
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
 from fleetopt.presolve import (
@@ -103,11 +105,22 @@ def test_the_optimum_lies_within_the_proven_bounds(seed, limits):
     assert reduced.incumbent is not None
     assert reduced.incumbent.outcome.objective >= pyo.value(model.objective) * (1 - 1e-9)
     kept = {k: i for i, k in enumerate(reduced.kept)}
-    reduced_model = build_model(reduced.data)  # its bounds: demand, and what the presolve proved
+    reduced_model = build_model(reduced.data)  # its bounds: what the presolve proved
     for (k, t), replicas in optimum.items():
         if replicas:
             assert k in kept, data.configs[k].key
             assert replicas <= reduced_model.replica_bound[kept[k], t], data.configs[k].key
+
+
+@pytest.mark.parametrize("limits", list(LIMITS))
+@pytest.mark.parametrize("seed", range(2))
+def test_proven_bounds_are_never_above_the_demands(seed, limits):
+    """`replica_bound` takes a bound the presolve proved as it is, without the demand's."""
+    reduced = presolve(_program(_instance(seed, LIMITS[limits])), EXACT)
+    unproven = dataclasses.replace(reduced.data, replica_bounds={})
+    assert reduced.data.replica_bounds
+    for (k, t), bound in reduced.data.replica_bounds.items():
+        assert bound <= replica_bound(unproven, k, t), reduced.data.configs[k].key
 
 
 def test_presolve_drops_configs_and_keeps_the_incumbent():
