@@ -119,17 +119,24 @@ class Config:
     def role(self) -> str:
         return self.op.role
 
-    def replicas_for(self, rates: dict[str, float]) -> int:
-        """Fewest replicas that carry these requests/s of its classes on every resource, the
-        prefill pooled (n replicas carry g(n) ≤ n replicas' worth); classes it may not carry
-        are ignored."""
+    def loads(self, rates: dict[str, float]) -> dict[str, float]:
+        """What these requests/s of its classes put on each resource of one replica's capacity
+        (classes it may not carry are ignored). Only the classes asked for are summed: the
+        presolve asks about one class at a time on every config."""
         loads = dict.fromkeys(self.capacity, 0.0)
-        for c, use in self.usage.items():  # only the classes asked for: presolves ask often
+        for c, use in self.usage.items():
             rate = rates.get(c)
             if rate:
                 for resource, amount in use.items():
                     if resource in loads:
                         loads[resource] += rate * amount
+        return loads
+
+    def replicas_for(self, rates: dict[str, float]) -> int:
+        """Fewest replicas that carry these requests/s of its classes on every resource, the
+        prefill pooled (n replicas carry g(n) ≤ n replicas' worth); classes it may not carry
+        are ignored."""
+        loads = self.loads(rates)
         need = 0
         for resource, cap in self.capacity.items():
             load = loads[resource]

@@ -190,10 +190,9 @@ def _cost_per_request(data: ProgramData, k: int, t: int, rates: dict[str, float]
     resource: the replica's least cost times the share of the resource a request/s fills. The
     resource is the one these rates fill most (any one gives a bound; 0 where k has none)."""
     config = data.configs[k]
+    loads = config.loads(rates)
     fills = {
-        resource: sum(rates[c] * use.get(resource, 0.0) for c, use in config.usage.items()) / cap
-        for resource, cap in config.capacity.items()
-        if cap > 0
+        resource: loads[resource] / cap for resource, cap in config.capacity.items() if cap > 0
     }
     if not fills:
         return dict.fromkeys(config.usage, 0.0)
