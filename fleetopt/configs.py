@@ -17,7 +17,6 @@ from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Instance, Profile, Workload
 from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
-    PREFILL,
     PROFILE,
     Blocker,
     Limits,
@@ -121,8 +120,8 @@ class Config:
 
     def loads(self, rates: dict[str, float]) -> dict[str, float]:
         """What these requests/s of its classes put on each resource of one replica's capacity
-        (classes it may not carry are ignored). Only the classes asked for are summed: the
-        presolve asks about one class at a time on every config."""
+        (classes it may not carry are ignored); formulation/sizing.py does the same for every
+        config at once."""
         loads = dict.fromkeys(self.capacity, 0.0)
         for c, use in self.usage.items():
             rate = rates.get(c)
@@ -131,21 +130,6 @@ class Config:
                     if resource in loads:
                         loads[resource] += rate * amount
         return loads
-
-    def replicas_for(self, rates: dict[str, float]) -> int:
-        """Fewest replicas that carry these requests/s of its classes on every resource, the
-        prefill pooled (n replicas carry g(n) ≤ n replicas' worth); classes it may not carry
-        are ignored."""
-        loads = self.loads(rates)
-        need = 0
-        for resource, cap in self.capacity.items():
-            load = loads[resource]
-            replicas = math.ceil(load / cap - 1e-9)
-            if resource == PREFILL:
-                while self.queue.load(replicas) * cap < load * (1 - 1e-9):
-                    replicas += 1
-            need = max(need, replicas)
-        return need
 
     @property
     def key(self) -> str:

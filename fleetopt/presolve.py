@@ -35,13 +35,15 @@ import math
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import pyomo.core as pyo
 from pyomo.common.collections import ComponentMap
 
 from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
-from fleetopt.formulation.model import replica_bound, stated_bound
+from fleetopt.formulation.model import replica_bounds, stated_bound
 from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
+from fleetopt.formulation.sizing import Columns, columns, replicas_alone
 from fleetopt.handoff import INF
 from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, time_spent
 
@@ -94,22 +96,26 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
         return unchanged
-    alone = _alone_plan(data)
+    cols = columns(data)
+    cheapest = [_cheapest_by_group(data, cols, t) for t in range(len(data.periods))]
+    alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
-    first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper))
+    first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper), cols=cols)
+    consolidating = _consolidating(cheapest[0], first.kept)
     if late:
-        return _arithmetic_only(first, alone, options)
+        return _arithmetic_only(first, alone, options, consolidating)
     lp = build_model(first.data, relaxed=True)
     held = HeldRelaxation(lp, options)
     relaxation = held.solve(primal=True)
     if relaxation is None:  # infeasible (then there is no arithmetic plan) or out of time
-        return _arithmetic_only(first, alone, options)
+        return _arithmetic_only(first, alone, options, consolidating)
     program = _with_broken_orders(first.data, lp, held)
-    incumbent = _restricted(program, lp, options)
+    incumbent = _restricted(program, lp, options, consolidating)
     if alone is not None and (
         incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
     ):  # out of time, or the arithmetic plan is cheaper: start from it
-        incumbent = _restricted(program, lp, options, _alone_start(alone, first.kept))
+        start = _alone_start(alone, first.kept)
+        incumbent = _restricted(program, lp, options, consolidating, start)
     if incumbent is None:
         return Presolved(program, first.kept, lower_bound=relaxation.objective)
     used = {
@@ -143,14 +149,17 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
 
 
-def _arithmetic_only(first: Presolved, alone: AlonePlan | None, options: SolveOptions) -> Presolved:
+def _arithmetic_only(
+    first: Presolved, alone: AlonePlan | None, options: SolveOptions, consolidating: set[int]
+) -> Presolved:
     """The program cut by the arithmetic plan's cost, with that plan (completed by HiGHS, no
     dearer) as the incumbent and the bound by arithmetic: the answer of a block with no time
     for its LP. Without an arithmetic plan, the program so cut and no incumbent (HiGHS will
     say why)."""
     if alone is None:
         return first
-    incumbent = _restricted(first.data, None, options, _alone_start(alone, first.kept))
+    start = _alone_start(alone, first.kept)
+    incumbent = _restricted(first.data, None, options, consolidating, start)
     if incumbent is None:
         return first
     incumbent = _in_given_indices(incumbent, first.kept)
@@ -262,14 +271,13 @@ def _reduced_cost_bound(data: ProgramData, lp, relaxation, upper: float, used: d
     return proven
 
 
-def _cut(data: ProgramData, tighten, bounds: dict | None = None) -> Presolved:
+def _cut(
+    data: ProgramData, tighten, bounds: dict | None = None, cols: Columns | None = None
+) -> Presolved:
     """The program with x[k,t] ≤ tighten(k, t, its bound now) and the configs bounded at 0 in
-    every period dropped."""
+    every period dropped; `bounds` the bounds now, where they are not `replica_bounds`."""
     if bounds is None:
-        periods = range(len(data.periods))
-        bounds = {
-            (k, t): replica_bound(data, k, t) for k in range(len(data.configs)) for t in periods
-        }
+        bounds = replica_bounds(data, cols)
     new = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
     periods = range(len(data.periods))
     kept = [k for k in range(len(data.configs)) if any(new[k, t] for t in periods)]
@@ -287,18 +295,16 @@ def _restricted(
     data: ProgramData,
     lp: pyo.ConcreteModel | None,
     options: SolveOptions,
+    consolidating: set[int],
     start: dict[tuple[int, int], int] | None = None,
 ):
-    """The program on the configs the LP uses (if it was solved) and the consolidating ones,
-    solved; None if it has no plan in its share of the time. With `start` (the arithmetic
-    plan's replicas), its configs too, and HiGHS starts from it: a plan in hand however short
-    the time."""
+    """The program on the configs the LP uses (if it was solved) and the consolidating ones
+    (`_consolidating`), solved; None if it has no plan in its share of the time. With `start`
+    (the arithmetic plan's replicas), its configs too, and HiGHS starts from it: a plan in
+    hand however short the time."""
     start = start or {}
     used = set() if lp is None else {k for (k, _), v in lp.x.items() if (v.value or 0.0) > 1e-7}
-    names = [c.name for c in data.classes]
-    for group in [names, *([n] for n in names)]:
-        used |= {k for _, k, _ in _cheapest_alone(data, group).values()}
-    configs = sorted(used | {k for k, _ in start})
+    configs = sorted(used | consolidating | {k for k, _ in start})
     model = build_model(data.restricted(configs))
     local = {k: i for i, k in enumerate(configs)}
     values = ComponentMap((var, 0.0) for var in model.x.values())
@@ -314,38 +320,71 @@ def _restricted(
     return Incumbent(model, configs, outcome)
 
 
-def _cheapest_alone(data: ProgramData, group: list[str], t: int = 0) -> dict[str, tuple]:
+Cheapest = dict[tuple[str, ...], dict[str, tuple[float, int, int]]]
+"""For each group of classes (all of them, and each alone), for each role, the config that
+carries the group alone most cheaply: (its GPUs' $/h, config index, replicas)."""
+
+
+def _cheapest_by_group(data: ProgramData, cols: Columns, t: int) -> Cheapest:
+    """`Cheapest` in period t: the arithmetic plan is made of these configs, and the restricted
+    program consolidates on them; computed once for both (it weighs every config of the block,
+    the larger share of a block's time where the LP is skipped)."""
+    names = tuple(c.name for c in data.classes)
+    return {
+        group: _cheapest_alone(data, cols, group, t) for group in [names, *((n,) for n in names)]
+    }
+
+
+def _cheapest_alone(
+    data: ProgramData, cols: Columns, group: tuple[str, ...], t: int
+) -> dict[str, tuple[float, int, int]]:
     """For each role, the config that carries all of these classes alone most cheaply in
-    period t: role -> (its GPUs' $/h, config index, replicas)."""
+    period t (the first such config where several cost the same): role -> (its GPUs' $/h,
+    config index, replicas)."""
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
     scale = data.periods[t].multiplier
     rates = {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
-    best: dict[str, tuple] = {}
-    for k, config in enumerate(data.configs):
-        if not set(group) <= set(config.usage):
-            continue
-        replicas = config.replicas_for(rates)
-        option = (replicas * config.tp * price[config.gpu], k, replicas)
+    replicas = replicas_alone(cols, rates)
+    carries = cols.carries[:, [cols.classes[c] for c in group]].all(axis=1)
+    best: dict[str, tuple[float, int, int]] = {}
+    for k in np.flatnonzero(carries):
+        config, n = data.configs[k], int(replicas[k])
+        option = (n * config.tp * price[config.gpu], int(k), n)
         best[config.role] = min(best.get(config.role, option), option)
     return best
 
 
-def _alone_plan(data: ProgramData) -> AlonePlan | None:
+def _consolidating(cheapest: Cheapest, kept: list[int]) -> set[int]:
+    """The configs that carry each class, and all classes together, most cheaply alone in the
+    first period, indexed in the program cut to `kept` (one the cut drops is in no plan the
+    restricted program could want): pooling rewards one large pool where the LP spreads demand
+    over many small ones."""
+    local = {k: i for i, k in enumerate(kept)}
+    found = {k for best in cheapest.values() for _, k, _ in best.values()}
+    return {local[k] for k in found if k in local}
+
+
+def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> AlonePlan | None:
     """A plan found by arithmetic alone: in every period, every class on the config that carries
     it alone most cheaply (colocated, or a prefill and a decode config), or all classes together
     on one such config or pair, whichever is cheaper; paid on demand, in whole nodes. None where
     it breaks an availability cap or the budget (then it is no plan). Replicas of one config
-    that carry several classes carry their sum: pooling only helps (g is superadditive)."""
-    names = [c.name for c in data.classes]
+    that carry several classes carry their sum: pooling only helps (g is superadditive).
+    `cheapest`: `_cheapest_by_group` of each period, where the caller has it."""
+    if cheapest is None:
+        cols = columns(data)
+        cheapest = [_cheapest_by_group(data, cols, t) for t in range(len(data.periods))]
+    names = tuple(c.name for c in data.classes)
     markets = {g.name: g for g in data.gpus}
     objective = 0.0
     replicas: dict[tuple[int, int], int] = {}
     for t, period in enumerate(data.periods):
+        by_group = cheapest[t]
         best = None
-        for groups in ([names], [[n] for n in names]):
+        for groups in ([names], [(n,) for n in names]):
             plan: dict[int, int] = {}
             for group in groups:
-                alone = _cheapest_alone(data, group, t)
+                alone = by_group[group]
                 pair = [alone[r] for r in ("prefill", "decode") if r in alone]
                 options = ([[alone["colocated"]]] if "colocated" in alone else []) + (
                     [pair] if len(pair) == 2 else []

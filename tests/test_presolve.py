@@ -22,7 +22,7 @@ from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import independent_blocks
-from fleetopt.formulation.model import replica_bound
+from fleetopt.formulation.model import replica_bounds
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
 from fleetopt.presolve import (
@@ -115,12 +115,13 @@ def test_the_optimum_lies_within_the_proven_bounds(seed, limits):
 @pytest.mark.parametrize("limits", list(LIMITS))
 @pytest.mark.parametrize("seed", range(2))
 def test_proven_bounds_are_never_above_the_demands(seed, limits):
-    """`replica_bound` takes a bound the presolve proved as it is, without the demand's."""
+    """`replica_bounds` takes a bound the presolve proved as it is, without the demand's."""
     reduced = presolve(_program(_instance(seed, LIMITS[limits])), EXACT)
-    unproven = dataclasses.replace(reduced.data, replica_bounds={})
+    demand = replica_bounds(dataclasses.replace(reduced.data, replica_bounds={}))
     assert reduced.data.replica_bounds
+    assert replica_bounds(reduced.data) == reduced.data.replica_bounds
     for (k, t), bound in reduced.data.replica_bounds.items():
-        assert bound <= replica_bound(unproven, k, t), reduced.data.configs[k].key
+        assert bound <= demand[k, t], reduced.data.configs[k].key
 
 
 def test_presolve_drops_configs_and_keeps_the_incumbent():

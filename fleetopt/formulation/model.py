@@ -24,6 +24,7 @@ from fleetopt.formulation.decode import add_decode_capacity
 from fleetopt.formulation.kv_transfer import add_kv_transfer
 from fleetopt.formulation.limits import add_budget, add_gpu_supply
 from fleetopt.formulation.prefill import add_prefill_capacity
+from fleetopt.formulation.sizing import Columns, columns, replicas_alone
 from fleetopt.formulation.tiers import add_price_tiers, period_cost
 
 
@@ -36,7 +37,7 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
     m.T = pyo.Set(initialize=range(len(data.periods)))
     m.E = pyo.Set(initialize=data.eligible(), dimen=2)
     m.G = pyo.Set(initialize=[g.name for g in data.gpus])
-    m.replica_bound = {(k, t): replica_bound(data, k, t) for k in m.K for t in m.T}
+    m.replica_bound = replica_bounds(data)
     m.x = pyo.Var(
         m.K,
         m.T,
@@ -79,27 +80,35 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
     return m
 
 
-def replica_bound(data: ProgramData, k: int, t: int) -> int:
-    """Replicas of config k never needed: enough to carry every eligible class alone (cost
-    mode), or what the budget buys (throughput mode), or fewer where an incumbent proves it
-    (`data.replica_bounds`). Tight bounds speed up branch and bound, and tighten the pooling
-    chord (docs/formulation.md §2). A bound an incumbent proved is never above the demand's
-    (each started from it and only fell), so the demand is not computed again where there is
-    one: the presolve builds a block's model several times."""
-    proven = data.replica_bounds.get((k, t))
-    return _demand_bound(data, k, t) if proven is None else proven
-
-
-def _demand_bound(data: ProgramData, k: int, t: int) -> int:
-    config = data.configs[k]
+def replica_bounds(data: ProgramData, cols: Columns | None = None) -> dict[tuple[int, int], int]:
+    """Replicas of config k never needed in period t: enough to carry every eligible class
+    alone (cost mode), or what the budget buys (throughput mode), or fewer where an incumbent
+    proves it (`data.replica_bounds`). Tight bounds speed up branch and bound, and tighten the
+    pooling chord (docs/formulation.md §2). A bound an incumbent proved is never above the
+    demand's (each started from it and only fell), so the demand is computed only where one is
+    missing: the presolve builds a block's model several times. `cols`: `columns(data)`, where
+    the caller has it."""
+    keys = [(k, t) for k in range(len(data.configs)) for t in range(len(data.periods))]
+    bounds = dict(data.replica_bounds)
+    missing = [key for key in keys if key not in bounds]
     if data.maximize_throughput:
-        price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
-        cheapest = price * min((1.0, *_factors(data)))
-        return math.floor(
-            data.budget_per_hour * data.total_hours / data.periods[t].hours / (cheapest * config.tp)
-        )
-    scale = data.periods[t].multiplier
-    return config.replicas_for({c.name: c.requests_per_s * scale for c in data.classes})
+        bounds |= {(k, t): _budget_bound(data, k, t) for k, t in missing}
+    elif missing:
+        cols = columns(data) if cols is None else cols
+        for t in sorted({t for _, t in missing}):
+            scale = data.periods[t].multiplier
+            need = replicas_alone(cols, {c.name: c.requests_per_s * scale for c in data.classes})
+            bounds |= {(k, u): int(need[k]) for k, u in missing if u == t}
+    return {key: bounds[key] for key in keys}
+
+
+def _budget_bound(data: ProgramData, k: int, t: int) -> int:
+    config = data.configs[k]
+    price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
+    cheapest = price * min((1.0, *_factors(data)))
+    return math.floor(
+        data.budget_per_hour * data.total_hours / data.periods[t].hours / (cheapest * config.tp)
+    )
 
 
 LARGEST_STATED_BOUND = 10**5

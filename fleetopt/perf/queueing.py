@@ -175,13 +175,13 @@ class PoolCurve:
         return all(math.isclose(d, self.tail_rate, rel_tol=1e-12) for d in self.increments)
 
     @cached_property
-    def _heads(self) -> tuple[float, ...]:
+    def heads(self) -> tuple[float, ...]:
         """f(n)/u for n = 0..N, summed once: `load` is asked for at every replica count the
         presolve's arithmetic tries."""
         return tuple(itertools.accumulate(self.increments, initial=0.0))
 
     def load(self, replicas: int) -> float:
-        heads = self._heads
+        heads = self.heads
         if replicas < len(heads):
             return min(float(replicas), heads[replicas])
         line = heads[-1] + (replicas - len(self.increments)) * self.tail_rate

@@ -1,0 +1,104 @@
+"""Replicas that carry given requests/s alone, for every config of a program at once.
+
+The replica bounds X_k (docs/formulation.md, Variables) and the presolve's arithmetic plan
+(fleetopt/presolve.py, step 1) weigh every config of a block against all its classes together
+and against each class alone. One config at a time in Python, that was most of the time of a
+block whose LP is skipped (docs/benchmarks.md); as arrays, one product per group of classes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetopt.formulation.data import ProgramData
+from fleetopt.perf.operating_point import PREFILL
+
+ROUNDING = 1e-9
+"""A load within this share of whole replicas needs no more: capacities and loads are sums and
+products whose last bits should not buy a replica."""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """What 1 request/s of each class uses of each resource of one replica of each config, and
+    each replica's capacity: configs × classes × resources, in the program's class order (the
+    order each config lists its classes in, so that loads add up as one config's would)."""
+
+    classes: dict[str, int]
+    usage: np.ndarray  # [k, c, ρ]
+    capacity: np.ndarray  # [k, ρ]; inf where config k has no such resource
+    carries: np.ndarray  # [k, c]: k may carry c
+    prefill: int | None  # the prefill resource's index, if any config has it
+    heads: np.ndarray  # [k, j]: its pooling curve's f(j)/u, j = 0..N_k (`PoolCurve.heads`)
+    size: np.ndarray  # [k]: N_k
+    tail: np.ndarray  # [k]: the curve's tail rate beyond N_k
+
+
+def columns(data: ProgramData) -> Columns:
+    classes = {c.name: i for i, c in enumerate(data.classes)}
+    resources: dict[str, int] = {}
+    for config in data.configs:
+        for resource in config.capacity:
+            resources.setdefault(resource, len(resources))
+    shape = (len(data.configs), len(classes), len(resources))
+    usage, carries = np.zeros(shape), np.zeros(shape[:2], dtype=bool)
+    capacity = np.full(shape[::2], math.inf)
+    cells = np.array(
+        [
+            (k, resources[resource], cap)
+            for k, config in enumerate(data.configs)
+            for resource, cap in config.capacity.items()
+        ]
+    ).reshape(-1, 3)
+    capacity[cells[:, 0].astype(int), cells[:, 1].astype(int)] = cells[:, 2]
+    cells = np.array(
+        [
+            (k, classes[c], resources[resource], amount)
+            for k, config in enumerate(data.configs)
+            for c, use in config.usage.items()
+            for resource, amount in use.items()
+            if resource in config.capacity
+        ]
+    ).reshape(-1, 4)
+    usage[tuple(cells[:, :3].astype(int).T)] = cells[:, 3]
+    pairs = [(k, classes[c]) for k, config in enumerate(data.configs) for c in config.usage]
+    carries[tuple(np.array(pairs, dtype=np.int64).reshape(-1, 2).T)] = True
+    curves = [config.queue.heads for config in data.configs]
+    size = np.array([len(heads) - 1 for heads in curves], dtype=np.int64)
+    width = int(size.max(initial=0)) + 1
+    heads = np.array([(*h, *(0.0,) * (width - len(h))) for h in curves]).reshape(-1, width)
+    tail = np.array([config.queue.tail_rate for config in data.configs])
+    return Columns(classes, usage, capacity, carries, resources.get(PREFILL), heads, size, tail)
+
+
+def pooled(cols: Columns, k: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+    """`PoolCurve.load` of configs k at these replica counts, as arrays (the same operations,
+    so the same numbers: tests/test_sizing.py)."""
+    size = cols.size[k]
+    head = cols.heads[k, np.minimum(replicas, size)]
+    line = cols.heads[k, size] + (replicas - size) * cols.tail[k]
+    return np.minimum(replicas.astype(float), np.where(replicas <= size, head, line))
+
+
+def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
+    """For each config, the fewest replicas that carry these requests/s of the classes it may
+    carry, on every resource, the prefill pooled (n replicas carry g(n) ≤ n replicas' worth:
+    the least n from ⌈load/cap⌉ up that the pooling curve says suffices)."""
+    rate = np.zeros(len(cols.classes))
+    for name, value in rates.items():
+        rate[cols.classes[name]] = value
+    loads = (cols.usage * rate[None, :, None]).sum(axis=1)
+    need = np.ceil(loads / cols.capacity - ROUNDING).astype(np.int64)
+    if cols.prefill is None:
+        return need.max(axis=1, initial=0)
+    p = cols.prefill
+    k = np.flatnonzero(np.isfinite(cols.capacity[:, p]) & (loads[:, p] > 0))
+    target, cap = loads[k, p] * (1 - ROUNDING), cols.capacity[k, p]
+    while k.size:  # one more replica where the pool carries less than the load
+        short = pooled(cols, k, need[k, p]) * cap < target
+        need[k[short], p] += 1
+        k, target, cap = k[short], target[short], cap[short]
+    return need.max(axis=1, initial=0)

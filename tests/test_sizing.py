@@ -1,0 +1,77 @@
+"""`formulation/sizing.py` sizes every config at once as arrays: the same replicas, config by
+config, as the rule it stands for — the fewest n with n·cap ≥ load on every resource and
+g(n)·cap ≥ load on the pooled prefill — and the same pooling curve values as `PoolCurve.load`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleetopt.catalog import resolve
+from fleetopt.configs import enumerate_configs
+from fleetopt.formulation.sizing import ROUNDING, columns, pooled, replicas_alone
+from fleetopt.instance import load_instance
+from fleetopt.perf.operating_point import PREFILL
+from fleetopt.pipeline import program_data
+
+INSTANCES = Path(__file__).parent.parent / "instances"
+
+
+def _program(name: str):
+    resolved = resolve(load_instance(INSTANCES / name))
+    return program_data(resolved, enumerate_configs(resolved))
+
+
+def _carries(config, rates: dict[str, float], replicas: int) -> bool:
+    """n replicas of one config carry these requests/s of its classes on every resource."""
+    for resource, cap in config.capacity.items():
+        load = sum(
+            rate * config.usage[c].get(resource, 0.0)
+            for c, rate in rates.items()
+            if c in config.usage
+        )
+        held = config.queue.load(replicas) if resource == PREFILL else float(replicas)
+        if held * cap < load * (1 - ROUNDING):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", ["chat-rag-70b.yaml", "two-model-fleet.yaml"])
+def test_replicas_alone_are_the_fewest_that_carry_the_rates(name):
+    data = _program(name)
+    cols = columns(data)
+    names = [c.name for c in data.classes]
+    checked = 0
+    for group in [names, *([n] for n in names)]:
+        for scale in (0.01, 1.0, 7.0):  # a trickle, the stated demand, far more
+            rates = {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
+            need = replicas_alone(cols, rates)
+            for k, config in enumerate(data.configs):
+                n = int(need[k])
+                assert _carries(config, rates, n), config.key
+                assert n == 0 or not _carries(config, rates, n - 1), config.key
+                checked += 1
+    assert checked > 1000
+
+
+def test_pooled_is_the_pool_curve():
+    data = _program("chat-rag-70b.yaml")
+    cols = columns(data)
+    assert any(not config.queue.linear for config in data.configs)
+    ks = np.arange(len(data.configs))
+    for n in range(0, 80):
+        values = pooled(cols, ks, np.full(len(ks), n))
+        expected = [config.queue.load(n) for config in data.configs]
+        assert values.tolist() == expected  # the same numbers, to the last bit
+
+
+def test_rates_ignore_classes_a_config_may_not_carry():
+    data = _program("two-model-fleet.yaml")
+    cols = columns(data)
+    first = data.classes[0].name
+    rates = {first: data.classes[0].requests_per_s}
+    need = replicas_alone(cols, rates)
+    for k, config in enumerate(data.configs):
+        assert (need[k] > 0) == (first in config.usage), config.key
