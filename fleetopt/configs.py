@@ -118,19 +118,6 @@ class Config:
     def role(self) -> str:
         return self.op.role
 
-    def loads(self, rates: dict[str, float]) -> dict[str, float]:
-        """What these requests/s of its classes put on each resource of one replica's capacity
-        (classes it may not carry are ignored); formulation/sizing.py does the same for every
-        config at once."""
-        loads = dict.fromkeys(self.capacity, 0.0)
-        for c, use in self.usage.items():
-            rate = rates.get(c)
-            if rate:
-                for resource, amount in use.items():
-                    if resource in loads:
-                        loads[resource] += rate * amount
-        return loads
-
     @property
     def key(self) -> str:
         point = (

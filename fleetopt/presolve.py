@@ -103,12 +103,12 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper), cols=cols)
     consolidating = _consolidating(cheapest[0], first.kept)
     if late:
-        return _arithmetic_only(first, alone, options, consolidating)
+        return _arithmetic_only(first, alone, options, consolidating, cols)
     lp = build_model(first.data, relaxed=True)
     held = HeldRelaxation(lp, options)
     relaxation = held.solve(primal=True)
     if relaxation is None:  # infeasible (then there is no arithmetic plan) or out of time
-        return _arithmetic_only(first, alone, options, consolidating)
+        return _arithmetic_only(first, alone, options, consolidating, cols)
     program = _with_broken_orders(first.data, lp, held)
     incumbent = _restricted(program, lp, options, consolidating)
     if alone is not None and (
@@ -150,7 +150,11 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
 
 
 def _arithmetic_only(
-    first: Presolved, alone: AlonePlan | None, options: SolveOptions, consolidating: set[int]
+    first: Presolved,
+    alone: AlonePlan | None,
+    options: SolveOptions,
+    consolidating: set[int],
+    cols: Columns,
 ) -> Presolved:
     """The program cut by the arithmetic plan's cost, with that plan (completed by HiGHS, no
     dearer) as the incumbent and the bound by arithmetic: the answer of a block with no time
@@ -163,51 +167,41 @@ def _arithmetic_only(
     if incumbent is None:
         return first
     incumbent = _in_given_indices(incumbent, first.kept)
-    return Presolved(first.data, first.kept, incumbent, _arithmetic_bound(first.data))
+    bound = _arithmetic_bound(first.data, cols.rows(first.kept))
+    return Presolved(first.data, first.kept, incumbent, bound)
 
 
-def _arithmetic_bound(data: ProgramData) -> float | None:
+def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     """A bound on the objective without the LP. Each replica of k in period t adds at least
     `_replica_cost`, and every capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t]
     (pooled prefill: ≤ cap·g(x) ≤ cap·x), so for any one resource ρ of each config the
     objective is at least Σ_k,t cost·Σ_c r·u/cap: each request/s of class c in period t costs
     at least its cheapest colocated config, or its cheapest prefill plus decode configs,
-    priced so. ρ is the resource the period's whole demand fills most on k. (Each class priced
-    at its own bottleneck would be no bound: classes held by different resources share a
-    replica.) None where a class has no configs to carry it."""
+    priced so. ρ is the resource the period's whole demand fills most on k (0 where k has
+    none). (Each class priced at its own bottleneck would be no bound: classes held by
+    different resources share a replica.) None where a class has no configs to carry it.
+    `cols`: `columns(data)`."""
+    configs = np.arange(len(data.configs))
+    role = np.array([config.role for config in data.configs])
+    held = np.isfinite(cols.capacity) & (cols.capacity > 0)
     bound = 0.0
     for t, period in enumerate(data.periods):
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
-        cheapest = {
-            name: {"both": math.inf, "prefill": math.inf, "decode": math.inf} for name in rates
-        }
-        for k, config in enumerate(data.configs):
-            op = config.op
-            phase = ("both" if op.does_decode else "prefill") if op.does_prefill else "decode"
-            for c, cost in _cost_per_request(data, k, t, rates).items():
-                cheapest[c][phase] = min(cheapest[c][phase], cost)
-        for name, best in cheapest.items():
-            per_request = min(best["both"], best["prefill"] + best["decode"])
-            if not math.isfinite(per_request):
-                return None
-            bound += rates[name] * per_request
+        costs = np.array([_replica_cost(data, k, t) for k in configs])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fills = np.where(held, cols.loads(rates) / cols.capacity, -np.inf)
+            resource = fills.argmax(axis=1)
+            price = np.where(held.any(axis=1), costs / cols.capacity[configs, resource], 0.0)
+        cost = np.where(cols.carries, price[:, None] * cols.usage[configs, :, resource], np.inf)
+        both, prefill, decode = (
+            cost[role == r].min(axis=0, initial=np.inf) for r in ("colocated", "prefill", "decode")
+        )
+        per_request = np.minimum(both, prefill + decode)
+        if not np.isfinite(per_request).all():
+            return None
+        for name, least in zip(rates, per_request, strict=True):
+            bound += rates[name] * float(least)
     return bound
-
-
-def _cost_per_request(data: ProgramData, k: int, t: int, rates: dict[str, float]) -> dict:
-    """The least each request/s of each class costs on config k in period t, through one
-    resource: the replica's least cost times the share of the resource a request/s fills. The
-    resource is the one these rates fill most (any one gives a bound; 0 where k has none)."""
-    config = data.configs[k]
-    loads = config.loads(rates)
-    fills = {
-        resource: loads[resource] / cap for resource, cap in config.capacity.items() if cap > 0
-    }
-    if not fills:
-        return dict.fromkeys(config.usage, 0.0)
-    resource = max(fills, key=fills.get)
-    price = _replica_cost(data, k, t) / config.capacity[resource]
-    return {c: price * use.get(resource, 0.0) for c, use in config.usage.items()}
 
 
 def _in_given_indices(incumbent: Incumbent, kept: list[int]) -> Incumbent:

@@ -23,6 +23,7 @@ from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import independent_blocks
 from fleetopt.formulation.model import replica_bounds
+from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
 from fleetopt.presolve import (
@@ -245,4 +246,4 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
 def test_the_arithmetic_bound_is_a_bound(seed, limits):
     data = _program(_instance(seed, LIMITS[limits]))
     optimum = solve_program(data, EXACT).outcome.objective
-    assert 0 < _arithmetic_bound(data) <= optimum * (1 + 1e-9)
+    assert 0 < _arithmetic_bound(data, columns(data)) <= optimum * (1 + 1e-9)

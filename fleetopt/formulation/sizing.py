@@ -8,6 +8,7 @@ block whose LP is skipped (docs/benchmarks.md); as arrays, one product per group
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -35,6 +36,26 @@ class Columns:
     heads: np.ndarray  # [k, j]: its pooling curve's f(j)/u, j = 0..N_k (`PoolCurve.heads`)
     size: np.ndarray  # [k]: N_k
     tail: np.ndarray  # [k]: the curve's tail rate beyond N_k
+
+    def loads(self, rates: dict[str, float]) -> np.ndarray:
+        """[k, ρ]: what these requests/s put on each resource of one replica of each config
+        (classes a config may not carry put nothing on it)."""
+        rate = np.zeros(len(self.classes))
+        for name, value in rates.items():
+            rate[self.classes[name]] = value
+        return (self.usage * rate[None, :, None]).sum(axis=1)
+
+    def rows(self, configs: list[int]) -> Columns:
+        """The columns of these configs only (`ProgramData.restricted`)."""
+        return dataclasses.replace(
+            self,
+            usage=self.usage[configs],
+            capacity=self.capacity[configs],
+            carries=self.carries[configs],
+            heads=self.heads[configs],
+            size=self.size[configs],
+            tail=self.tail[configs],
+        )
 
 
 def columns(data: ProgramData) -> Columns:
@@ -87,10 +108,7 @@ def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
     """For each config, the fewest replicas that carry these requests/s of the classes it may
     carry, on every resource, the prefill pooled (n replicas carry g(n) ≤ n replicas' worth:
     the least n from ⌈load/cap⌉ up that the pooling curve says suffices)."""
-    rate = np.zeros(len(cols.classes))
-    for name, value in rates.items():
-        rate[cols.classes[name]] = value
-    loads = (cols.usage * rate[None, :, None]).sum(axis=1)
+    loads = cols.loads(rates)
     need = np.ceil(loads / cols.capacity - ROUNDING).astype(np.int64)
     if cols.prefill is None:
         return need.max(axis=1, initial=0)
