@@ -192,8 +192,12 @@ class BlockResult:
 
 
 BLOCK_SECONDS = 1.0
-"""The least time limit a block is given, and what each block yet to start keeps of the time
-left: an LP and a small MIP on most blocks."""
+"""The least time limit a block is given (an LP and a small MIP on most blocks), and what each
+block yet to start keeps of the time left while there is enough for that."""
+LATE_SECONDS = 0.25
+"""What each block yet to start keeps at the least: about what a block of thousands of configs
+takes to answer with its arithmetic plan (docs/benchmarks.md); smaller ones take less. A block
+left less than BLOCK_SECONDS beyond that answers so itself."""
 
 
 def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) -> Solved:
@@ -204,8 +208,9 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
 
     The time limit is for the whole: each block gets what is left when it starts less
     BLOCK_SECONDS for each later round of `jobs` blocks (at least BLOCK_SECONDS), so that the
-    first blocks may use what the easy ones leave but not the time the last ones need; a block
-    that starts with none left answers with its arithmetic plan (`block_result`)."""
+    first blocks may use what the easy ones leave but not the time the last ones need; once
+    what is left, less LATE_SECONDS a later round, is under BLOCK_SECONDS, blocks answer with
+    their arithmetic plans (`block_result`), and the limit holds."""
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     parts = block_parts(data) if split else [whole_part(data)]
     jobs = min(options.jobs, len(parts))
@@ -237,12 +242,14 @@ def block_result(
 ) -> BlockResult:
     """Solve one block (in this process or a worker) in what is left of the time limit, less
     BLOCK_SECONDS for each later round (`rounds` counts the rounds of blocks yet to start, its
-    own included); one that starts with none left answers with its arithmetic plan
-    (`presolve`, `late`)."""
+    own included), and at least BLOCK_SECONDS. One that starts with none left, or with less
+    than BLOCK_SECONDS beyond LATE_SECONDS a later round, answers with its arithmetic plan
+    (`presolve`, `late`): its LP would be cut short, and the later blocks need that much to
+    answer at all."""
     late = False
     if deadline is not None:
         left = deadline - time.monotonic()
-        late = left <= 0
+        late = left <= 0 or (rounds > 1 and left - LATE_SECONDS * (rounds - 1) < BLOCK_SECONDS)
         share = max(left - BLOCK_SECONDS * (rounds - 1), BLOCK_SECONDS)
         options = dataclasses.replace(options, time_limit=share)
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).

@@ -241,6 +241,23 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
     assert pipeline.BLOCK_SECONDS <= limits[1] <= 5.0
 
 
+def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(monkeypatch):
+    """Less than BLOCK_SECONDS once the later blocks' reserve is kept: the first of two blocks
+    answers at once; the last keeps no reserve and has its LP."""
+    data = _program(_instance(0, TWO_PERIODS))
+    late, solve = [], pipeline.solve_block
+
+    def recorded(block, options, is_late=False):
+        late.append(is_late)
+        return solve(block, options, is_late)
+
+    monkeypatch.setattr(pipeline, "solve_block", recorded)
+    limit = pipeline.BLOCK_SECONDS + pipeline.LATE_SECONDS / 2
+    solved = solve_program(data, SolveOptions(time_limit=limit))
+    assert late == [True, False]
+    assert solved.outcome.status == "feasible" and solved.outcome.gap is not None
+
+
 @pytest.mark.parametrize("limits", list(LIMITS))
 @pytest.mark.parametrize("seed", range(3))
 def test_the_arithmetic_bound_is_a_bound(seed, limits):
