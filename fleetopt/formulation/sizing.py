@@ -1,9 +1,10 @@
 """Replicas that carry given requests/s alone, for every config of a program at once.
 
-The replica bounds X_k (docs/formulation.md, Variables) and the presolve's arithmetic plan
-(fleetopt/presolve.py, step 1) weigh every config of a block against all its classes together
-and against each class alone. One config at a time in Python, that was most of the time of a
-block whose LP is skipped (docs/benchmarks.md); as arrays, one product per group of classes.
+The replica bounds X_k (docs/formulation.md, Variables), the presolve's arithmetic plan and
+its arithmetic bound (fleetopt/presolve.py, step 1 and short of time) weigh every config of a
+block against all its classes together and against each class alone. One config at a time in
+Python, that was most of the time of a block whose LP is skipped (docs/benchmarks.md); as
+arrays, one product per group of classes.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Columns:
 
 
 def columns(data: ProgramData) -> Columns:
+    """The program's configs as arrays: built once per block, read for every group of classes
+    and every period."""
     classes = {c.name: i for i, c in enumerate(data.classes)}
     resources: dict[str, int] = {}
     for config in data.configs:
