@@ -43,7 +43,7 @@ from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
 from fleetopt.formulation.model import replica_bounds, stated_bound
 from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
-from fleetopt.formulation.sizing import Columns, columns, replicas_alone
+from fleetopt.formulation.sizing import Columns, columns, pooled, replicas_alone
 from fleetopt.handoff import INF
 from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, time_spent
 
@@ -173,34 +173,62 @@ def _arithmetic_only(
 
 def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     """A bound on the objective without the LP. Each replica of k in period t adds at least
-    `_replica_cost`, and every capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t]
-    (pooled prefill: ≤ cap·g(x) ≤ cap·x), so for any one resource ρ of each config the
-    objective is at least Σ_k,t cost·Σ_c r·u/cap: each request/s of class c in period t costs
-    at least its cheapest colocated config, or its cheapest prefill plus decode configs,
-    priced so. ρ is the resource the period's whole demand fills most on k (0 where k has
-    none). (Each class priced at its own bottleneck would be no bound: classes held by
-    different resources share a replica.) None where a class has no configs to carry it.
-    `cols`: `columns(data)`."""
+    c_kt = `_replica_cost`, so the objective is at least Σ_t Σ_k c_kt·x[k,t], and every
+    capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t] — the pooled prefill's with
+    cap·g(X)/X for cap too, X the replica bound: its load is at most cap·g(x), and g(x)/x never
+    falls, so g(x) ≤ g(X)/X·x below the bound (the chord of §2). So for any one resource ρ of
+    each config, each request/s of class c in period t costs at least its cheapest colocated
+    config, or its cheapest prefill plus decode configs, priced at c_kt·u/cap. ρ is the
+    resource the period's whole demand fills most on k (0 where k has none); (each class
+    priced at its own bottleneck would be no bound: classes held by different resources share
+    a replica). Which resource that is depends on the prefill's cap, and neither choice is
+    always the higher bound, so each period takes the higher of the two. None where a class
+    has no configs to carry it. `cols`: `columns(data)`."""
     configs = np.arange(len(data.configs))
-    role = np.array([config.role for config in data.configs])
-    held = np.isfinite(cols.capacity) & (cols.capacity > 0)
+    bounds = replica_bounds(data, cols)
     bound = 0.0
     for t, period in enumerate(data.periods):
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
         costs = np.array([_replica_cost(data, k, t) for k in configs])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fills = np.where(held, cols.loads(rates) / cols.capacity, -np.inf)
-            resource = fills.argmax(axis=1)
-            price = np.where(held.any(axis=1), costs / cols.capacity[configs, resource], 0.0)
-        cost = np.where(cols.carries, price[:, None] * cols.usage[configs, :, resource], np.inf)
-        both, prefill, decode = (
-            cost[role == r].min(axis=0, initial=np.inf) for r in ("colocated", "prefill", "decode")
-        )
-        per_request = np.minimum(both, prefill + decode)
-        if not np.isfinite(per_request).all():
+        most = np.array([bounds[k, t] for k in configs])
+        chord = cols.capacity.copy()
+        if cols.prefill is not None:
+            whole = np.maximum(most, 1)
+            chord[:, cols.prefill] *= pooled(cols, configs, whole) / whole
+        usable = cols.carries & (most > 0)[:, None]
+        priced = [_priced(data, cols, rates, costs, cap, usable) for cap in (cols.capacity, chord)]
+        if any(p is None for p in priced):
             return None
-        for name, least in zip(rates, per_request, strict=True):
-            bound += rates[name] * float(least)
+        bound += max(priced)
+    return bound
+
+
+def _priced(
+    data: ProgramData,
+    cols: Columns,
+    rates: dict[str, float],
+    costs: np.ndarray,
+    capacity: np.ndarray,
+    usable: np.ndarray,
+) -> float | None:
+    """`_arithmetic_bound` of one period, at these capacities and replica costs."""
+    configs = np.arange(len(data.configs))
+    role = np.array([config.role for config in data.configs])
+    held = np.isfinite(capacity) & (capacity > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fills = np.where(held, cols.loads(rates) / capacity, -np.inf)
+        resource = fills.argmax(axis=1)
+        price = np.where(held.any(axis=1), costs / capacity[configs, resource], 0.0)
+    cost = np.where(usable, price[:, None] * cols.usage[configs, :, resource], np.inf)
+    both, prefill, decode = (
+        cost[role == r].min(axis=0, initial=np.inf) for r in ("colocated", "prefill", "decode")
+    )
+    per_request = np.minimum(both, prefill + decode)
+    if not np.isfinite(per_request).all():
+        return None
+    bound = 0.0
+    for name, least in zip(rates, per_request, strict=True):
+        bound += rates[name] * float(least)
     return bound
 
 

@@ -263,4 +263,7 @@ def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(mon
 def test_the_arithmetic_bound_is_a_bound(seed, limits):
     data = _program(_instance(seed, LIMITS[limits]))
     optimum = solve_program(data, EXACT).outcome.objective
-    assert 0 < _arithmetic_bound(data, columns(data)) <= optimum * (1 + 1e-9)
+    bound = _arithmetic_bound(data, columns(data))
+    assert 0 < bound <= optimum * (1 + 1e-9)
+    # It prices a relaxation of the LP's rows (the chord among them): never above the LP.
+    assert bound <= presolve(data, EXACT).lower_bound * (1 + 1e-9)
