@@ -97,7 +97,7 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     if data.maximize_throughput:
         return unchanged
     cols = columns(data)
-    cheapest = [_cheapest_by_group(data, cols, t) for t in range(len(data.periods))]
+    cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
     first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper), cols=cols)
@@ -185,6 +185,7 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     always the higher bound, so each period takes the higher of the two. None where a class
     has no configs to carry it. `cols`: `columns(data)`."""
     configs = np.arange(len(data.configs))
+    role = np.array([config.role for config in data.configs])
     bounds = replica_bounds(data, cols)
     bound = 0.0
     for t, period in enumerate(data.periods):
@@ -196,7 +197,7 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
             whole = np.maximum(most, 1)
             chord[:, cols.prefill] *= pooled(cols, configs, whole) / whole
         usable = cols.carries & (most > 0)[:, None]
-        priced = [_priced(data, cols, rates, costs, cap, usable) for cap in (cols.capacity, chord)]
+        priced = [_priced(cols, role, rates, costs, cap, usable) for cap in (cols.capacity, chord)]
         if any(p is None for p in priced):
             return None
         bound += max(priced)
@@ -204,16 +205,16 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
 
 
 def _priced(
-    data: ProgramData,
     cols: Columns,
+    role: np.ndarray,
     rates: dict[str, float],
     costs: np.ndarray,
     capacity: np.ndarray,
     usable: np.ndarray,
 ) -> float | None:
-    """`_arithmetic_bound` of one period, at these capacities and replica costs."""
-    configs = np.arange(len(data.configs))
-    role = np.array([config.role for config in data.configs])
+    """`_arithmetic_bound` of one period, at these capacities and replica costs (`role`: each
+    config's)."""
+    configs = np.arange(len(role))
     held = np.isfinite(capacity) & (capacity > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         fills = np.where(held, cols.loads(rates) / capacity, -np.inf)
@@ -347,14 +348,16 @@ Cheapest = dict[tuple[str, ...], dict[str, tuple[float, int, int]]]
 carries the group alone most cheaply: (its GPUs' $/h, config index, replicas)."""
 
 
-def _cheapest_by_group(data: ProgramData, cols: Columns, t: int) -> Cheapest:
-    """`Cheapest` in period t: the arithmetic plan is made of these configs, and the restricted
-    program consolidates on them; computed once for both (it weighs every config of the block,
-    the larger share of a block's time where the LP is skipped)."""
+def _cheapest_by_period(data: ProgramData, cols: Columns) -> list[Cheapest]:
+    """`Cheapest` in each period: the arithmetic plan is made of these configs, and the
+    restricted program consolidates on them; computed once for both (it weighs every config of
+    the block, the larger share of a block's time where the LP is skipped)."""
     names = tuple(c.name for c in data.classes)
-    return {
-        group: _cheapest_alone(data, cols, group, t) for group in [names, *((n,) for n in names)]
-    }
+    groups = [names, *((n,) for n in names)]
+    return [
+        {group: _cheapest_alone(data, cols, group, t) for group in groups}
+        for t in range(len(data.periods))
+    ]
 
 
 def _cheapest_alone(
@@ -392,10 +395,9 @@ def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> Al
     on one such config or pair, whichever is cheaper; paid on demand, in whole nodes. None where
     it breaks an availability cap or the budget (then it is no plan). Replicas of one config
     that carry several classes carry their sum: pooling only helps (g is superadditive).
-    `cheapest`: `_cheapest_by_group` of each period, where the caller has it."""
+    `cheapest`: `_cheapest_by_period`, where the caller has it."""
     if cheapest is None:
-        cols = columns(data)
-        cheapest = [_cheapest_by_group(data, cols, t) for t in range(len(data.periods))]
+        cheapest = _cheapest_by_period(data, columns(data))
     names = tuple(c.name for c in data.classes)
     markets = {g.name: g for g in data.gpus}
     objective = 0.0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyomo.core as pyo
 
 from fleetopt.formulation.coverage import add_coverage
@@ -95,10 +96,13 @@ def replica_bounds(data: ProgramData, cols: Columns | None = None) -> dict[tuple
         bounds |= {(k, t): _budget_bound(data, k, t) for k, t in missing}
     elif missing:
         cols = columns(data) if cols is None else cols
-        for t in sorted({t for _, t in missing}):
-            scale = data.periods[t].multiplier
-            need = replicas_alone(cols, {c.name: c.requests_per_s * scale for c in data.classes})
-            bounds |= {(k, u): int(need[k]) for k, u in missing if u == t}
+        need: dict[int, np.ndarray] = {}  # each period's, sized once
+        for k, t in missing:
+            if t not in need:
+                scale = data.periods[t].multiplier
+                rates = {c.name: c.requests_per_s * scale for c in data.classes}
+                need[t] = replicas_alone(cols, rates)
+            bounds[k, t] = int(need[t][k])
     return {key: bounds[key] for key in keys}
 
 
