@@ -194,10 +194,11 @@ class BlockResult:
 BLOCK_SECONDS = 1.0
 """The least time limit a block is given (an LP and a small MIP on most blocks), and what each
 block yet to start keeps of the time left while there is enough for that."""
-LATE_SECONDS = 0.25
-"""What each block yet to start keeps at the least: about what a block of thousands of configs
-takes to answer with its arithmetic plan (docs/benchmarks.md); smaller ones take less. A block
-left less than BLOCK_SECONDS beyond that answers so itself."""
+LATE_SECONDS = 0.18
+"""What each block yet to start keeps at the least: about what a block takes to answer with its
+arithmetic plan (0.17 s on average over the 138 blocks of the scale benchmark's large instance,
+in one process; docs/benchmarks.md). A block left less than BLOCK_SECONDS beyond that answers
+so itself."""
 
 
 def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) -> Solved:

@@ -100,7 +100,8 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
-    first = _cut(data, lambda k, t, bound: _by_cost(data, k, t, bound, upper), cols=cols)
+    costs = _replica_costs(data)
+    first = _cut(data, lambda k, t, bound: _by_cost(costs, k, t, bound, upper), cols=cols)
     consolidating = _consolidating(cheapest[0], first.kept)
     if late:
         return _arithmetic_only(first, alone, options, consolidating, cols)
@@ -173,7 +174,7 @@ def _arithmetic_only(
 
 def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     """A bound on the objective without the LP. Each replica of k in period t adds at least
-    c_kt = `_replica_cost`, so the objective is at least Σ_t Σ_k c_kt·x[k,t], and every
+    c_kt (`_replica_costs`), so the objective is at least Σ_t Σ_k c_kt·x[k,t], and every
     capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t] — the pooled prefill's with
     cap·g(X)/X for cap too, X the replica bound: its load is at most cap·g(x), and g(x)/x never
     falls, so g(x) ≤ g(X)/X·x below the bound (the chord of §2). So for any one resource ρ of
@@ -187,17 +188,19 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     configs = np.arange(len(data.configs))
     role = np.array([config.role for config in data.configs])
     bounds = replica_bounds(data, cols)
+    costs = _replica_costs(data)
     bound = 0.0
     for t, period in enumerate(data.periods):
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
-        costs = np.array([_replica_cost(data, k, t) for k in configs])
         most = np.array([bounds[k, t] for k in configs])
         chord = cols.capacity.copy()
         if cols.prefill is not None:
             whole = np.maximum(most, 1)
             chord[:, cols.prefill] *= pooled(cols, configs, whole) / whole
         usable = cols.carries & (most > 0)[:, None]
-        priced = [_priced(cols, role, rates, costs, cap, usable) for cap in (cols.capacity, chord)]
+        priced = [
+            _priced(cols, role, rates, costs[:, t], cap, usable) for cap in (cols.capacity, chord)
+        ]
         if any(p is None for p in priced):
             return None
         bound += max(priced)
@@ -284,12 +287,13 @@ def _reduced_cost_bound(data: ProgramData, lp, relaxation, upper: float, used: d
     """x[k,t] ≤ (U − z)/d[k,t] (LP duality), and the cost bound; never below the incumbent's
     own replicas."""
     slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
+    costs = _replica_costs(data)
 
     def proven(k: int, t: int, bound: int) -> int:
         reduced_cost = relaxation.reduced_costs[lp.x[k, t]]
         if reduced_cost > 1e-9:
             bound = min(bound, math.floor(slack / reduced_cost))
-        return max(_by_cost(data, k, t, bound, upper), used.get((k, t), 0))
+        return max(_by_cost(costs, k, t, bound, upper), used.get((k, t), 0))
 
     return proven
 
@@ -307,11 +311,12 @@ def _cut(
     return Presolved(data.restricted(kept, new), kept)
 
 
-def _by_cost(data: ProgramData, k: int, t: int, bound: int, upper: float | None) -> int:
-    """x[k,t] ≤ U / (tp·p·w_t): a plan of objective at most U pays at least that for them."""
+def _by_cost(costs: np.ndarray, k: int, t: int, bound: int, upper: float | None) -> int:
+    """x[k,t] ≤ U / (tp·p·w_t): a plan of objective at most U pays at least that for them.
+    `costs`: `_replica_costs` of the program."""
     if upper is None:
         return bound
-    return min(bound, math.floor(upper * (1 + 1e-9) / _replica_cost(data, k, t)))
+    return min(bound, math.floor(upper * (1 + 1e-9) / costs[k, t]))
 
 
 def _restricted(
@@ -350,33 +355,32 @@ carries the group alone most cheaply: (its GPUs' $/h, config index, replicas).""
 
 def _cheapest_by_period(data: ProgramData, cols: Columns) -> list[Cheapest]:
     """`Cheapest` in each period: the arithmetic plan is made of these configs, and the
-    restricted program consolidates on them; computed once for both (it weighs every config of
-    the block, the larger share of a block's time where the LP is skipped)."""
+    restricted program consolidates on them; computed once for both, every config of the block
+    at once (the larger share of a block's time where the LP is skipped). Of configs that cost
+    the same, the first."""
     names = tuple(c.name for c in data.classes)
     groups = [names, *((n,) for n in names)]
-    return [
-        {group: _cheapest_alone(data, cols, group, t) for group in groups}
-        for t in range(len(data.periods))
-    ]
-
-
-def _cheapest_alone(
-    data: ProgramData, cols: Columns, group: tuple[str, ...], t: int
-) -> dict[str, tuple[float, int, int]]:
-    """For each role, the config that carries all of these classes alone most cheaply in
-    period t (the first such config where several cost the same): role -> (its GPUs' $/h,
-    config index, replicas)."""
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    scale = data.periods[t].multiplier
-    rates = {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
-    replicas = replicas_alone(cols, rates)
-    carries = cols.carries[:, [cols.classes[c] for c in group]].all(axis=1)
-    best: dict[str, tuple[float, int, int]] = {}
-    for k in np.flatnonzero(carries):
-        config, n = data.configs[k], int(replicas[k])
-        option = (n * config.tp * price[config.gpu], int(k), n)
-        best[config.role] = min(best.get(config.role, option), option)
-    return best
+    tp = np.array([config.tp for config in data.configs], dtype=np.int64)
+    gpu_price = np.array([price[config.gpu] for config in data.configs])
+    role = np.array([config.role for config in data.configs])
+    roles = {r: role == r for r in dict.fromkeys(role.tolist())}
+    cheapest = []
+    for period in data.periods:
+        rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
+        by_group: Cheapest = {}
+        for group in groups:
+            replicas = replicas_alone(cols, {c: rates[c] for c in group})
+            carries = cols.carries[:, [cols.classes[c] for c in group]].all(axis=1)
+            cost = replicas * tp * gpu_price
+            best = by_group[group] = {}
+            for name, mine in roles.items():
+                options = np.flatnonzero(carries & mine)
+                if options.size:
+                    k = int(options[np.argmin(cost[options])])
+                    best[name] = (float(cost[k]), k, int(replicas[k]))
+        cheapest.append(by_group)
+    return cheapest
 
 
 def _consolidating(cheapest: Cheapest, kept: list[int]) -> set[int]:
@@ -446,14 +450,18 @@ def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> Al
     return AlonePlan(objective, replicas)
 
 
-def _replica_cost(data: ProgramData, k: int, t: int) -> float:
-    """The least a replica of config k in period t adds to the objective: its GPUs' price
-    times their weight in the hour-weighted mean (reserved GPUs are paid over every hour,
-    spot at its factor)."""
-    config = data.configs[k]
-    price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
-    weight = data.periods[t].hours / data.total_hours
-    if data.tiers is not None:
-        tiers = data.tiers
-        weight = min(weight, tiers.reserved_price_factor, tiers.spot_price_factor * weight)
-    return config.tp * price * weight
+def _replica_costs(data: ProgramData) -> np.ndarray:
+    """[k, t]: the least a replica of config k in period t adds to the objective: its GPUs'
+    price times their weight in the hour-weighted mean (reserved GPUs are paid over every hour,
+    spot at its factor). Once per program, as an array: the cuts and the arithmetic bound
+    weigh every config in every period."""
+    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
+    per_replica = np.array([config.tp * price[config.gpu] for config in data.configs])
+    total, tiers = data.total_hours, data.tiers
+    weights = []
+    for period in data.periods:
+        weight = period.hours / total
+        if tiers is not None:
+            weight = min(weight, tiers.reserved_price_factor, tiers.spot_price_factor * weight)
+        weights.append(weight)
+    return per_replica.reshape(-1, 1) * np.array(weights)

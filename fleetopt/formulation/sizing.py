@@ -10,6 +10,7 @@ arrays, one product per group of classes.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -61,41 +62,42 @@ class Columns:
 
 def columns(data: ProgramData) -> Columns:
     """The program's configs as arrays: built once per block, read for every group of classes
-    and every period."""
+    and every period. Filled from flat lists of positions and values, one pass over the
+    configs: a block of a large program has thousands of configs and ~100,000 usage cells."""
     classes = {c.name: i for i, c in enumerate(data.classes)}
     resources: dict[str, int] = {}
     for config in data.configs:
         for resource in config.capacity:
             resources.setdefault(resource, len(resources))
-    shape = (len(data.configs), len(classes), len(resources))
+    count, width = len(classes), len(resources)
+    held, caps, used, amounts, pairs = [], [], [], [], []
+    for k, config in enumerate(data.configs):
+        mine = {resource: resources[resource] for resource in config.capacity}
+        held += (k * width + r for r in mine.values())
+        caps += config.capacity.values()
+        for c, use in config.usage.items():
+            pair = k * count + classes[c]
+            pairs.append(pair)
+            for resource, amount in use.items():
+                if resource in mine:
+                    used.append(pair * width + mine[resource])
+                    amounts.append(amount)
+    shape = (len(data.configs), count, width)
     usage, carries = np.zeros(shape), np.zeros(shape[:2], dtype=bool)
     capacity = np.full(shape[::2], math.inf)
-    cells = np.array(
-        [
-            (k, resources[resource], cap)
-            for k, config in enumerate(data.configs)
-            for resource, cap in config.capacity.items()
-        ]
-    ).reshape(-1, 3)
-    capacity[cells[:, 0].astype(int), cells[:, 1].astype(int)] = cells[:, 2]
-    cells = np.array(
-        [
-            (k, classes[c], resources[resource], amount)
-            for k, config in enumerate(data.configs)
-            for c, use in config.usage.items()
-            for resource, amount in use.items()
-            if resource in config.capacity
-        ]
-    ).reshape(-1, 4)
-    usage[tuple(cells[:, :3].astype(int).T)] = cells[:, 3]
-    pairs = [(k, classes[c]) for k, config in enumerate(data.configs) for c in config.usage]
-    carries[tuple(np.array(pairs, dtype=np.int64).reshape(-1, 2).T)] = True
+    np.put(capacity, np.array(held, dtype=np.int64), np.array(caps, dtype=float))
+    np.put(usage, np.array(used, dtype=np.int64), np.array(amounts, dtype=float))
+    np.put(carries, np.array(pairs, dtype=np.int64), True)
     curves = [config.queue.heads for config in data.configs]
-    size = np.array([len(heads) - 1 for heads in curves], dtype=np.int64)
-    width = int(size.max(initial=0)) + 1
-    heads = np.array([(*h, *(0.0,) * (width - len(h))) for h in curves]).reshape(-1, width)
-    tail = np.array([config.queue.tail_rate for config in data.configs])
-    return Columns(classes, usage, capacity, carries, resources.get(PREFILL), heads, size, tail)
+    lengths = np.array([len(heads) for heads in curves], dtype=np.int64)
+    heads = np.zeros((len(curves), int(lengths.max(initial=1))))
+    heads[np.arange(heads.shape[1]) < lengths[:, None]] = np.fromiter(
+        itertools.chain.from_iterable(curves), dtype=float, count=int(lengths.sum())
+    )
+    tail = np.array([config.queue.tail_rate for config in data.configs], dtype=float)
+    return Columns(
+        classes, usage, capacity, carries, resources.get(PREFILL), heads, lengths - 1, tail
+    )
 
 
 def pooled(cols: Columns, k: np.ndarray, replicas: np.ndarray) -> np.ndarray:
