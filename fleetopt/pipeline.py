@@ -32,7 +32,7 @@ from fleetopt.formulation.blocks import (
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
-from fleetopt.presolve import Presolved, incumbent_start, presolve
+from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
 from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
 from fleetopt.verify import verify
 from fleetopt.workers import shared, worker_pool
@@ -133,27 +133,28 @@ class Stats:
     variables: int = 0
     constraints: int = 0
     presolve_seconds: float = 0.0
-    """The LP relaxation and the incumbent that prove configs out (fleetopt/presolve.py)."""
+    """The presolve's own work (fleetopt/presolve.py): its arithmetic, and HiGHS on its LPs and
+    restricted programs; building and handing off their models is counted below."""
     build_seconds: float = 0.0
-    """Pyomo model construction."""
+    """Pyomo model construction: every model of the block, the presolve's too."""
     handoff_seconds: float = 0.0
-    """Pyomo handing the model to HiGHS and reading the solution back."""
+    """Pyomo handing models to HiGHS and reading solutions back, the presolve's too."""
     solve_seconds: float = 0.0
-    """HiGHS itself."""
+    """HiGHS on the last program (none where the presolve's incumbent answered without one)."""
     configs_kept: int = 0
     """Configs left in the programs HiGHS solved."""
 
     @classmethod
     def of(cls, solved: SolvedBlock) -> Stats:
-        outcome, model = solved.outcome, solved.model
-        highs = outcome.seconds if outcome.highs_seconds is None else outcome.highs_seconds
+        model, last, presolve = solved.model, solved.last, solved.presolve_models
+        highs = 0.0 if last is None else last.highs_seconds
         return cls(
             1,
             model.nvariables(),
             model.nconstraints(),
-            solved.presolve_seconds,
-            solved.build_seconds,
-            outcome.seconds - highs,
+            solved.presolve_seconds - presolve.build - presolve.handoff,
+            solved.build_seconds + presolve.build,
+            (0.0 if last is None else last.seconds - highs) + presolve.handoff,
             highs,
             len(solved.block.configs),
         )
@@ -178,7 +179,12 @@ class SolvedBlock:
     model: pyo.ConcreteModel
     outcome: Outcome
     presolve_seconds: float
+    presolve_models: ModelSeconds
+    """What the presolve spent building its models and handing them off (in presolve_seconds)."""
     build_seconds: float
+    """The last program's build (0 where the presolve's incumbent answered without one)."""
+    last: Outcome | None
+    """The last program's own solve, where one ran."""
 
 
 @dataclass(frozen=True)
@@ -326,7 +332,7 @@ def solve_block(block: Block, options: SolveOptions, late: bool = False) -> Solv
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
     if outcome.status == "feasible":  # stopped early: HiGHS's bound may not have passed the LP's
         outcome = _bounded(outcome, presolved.lower_bound)
-    return SolvedBlock(reduced, model, outcome, presolve_seconds, build)
+    return SolvedBlock(reduced, model, outcome, presolve_seconds, presolved.spent, build, outcome)
 
 
 def _incumbent_answer(
@@ -357,7 +363,9 @@ def _incumbent_answer(
         incumbent.model,
         answer,
         presolve_seconds,
+        presolved.spent,
         build_seconds,
+        outcome,
     )
 
 

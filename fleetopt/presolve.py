@@ -67,6 +67,16 @@ class Incumbent:
     outcome: Outcome
 
 
+@dataclass
+class ModelSeconds:
+    """What the presolve spent building its Pyomo models and handing them to HiGHS and back (its
+    LP, its restricted programs): model-building time as much as the last program's
+    (pipeline.Stats)."""
+
+    build: float = 0.0
+    handoff: float = 0.0
+
+
 @dataclass(frozen=True)
 class Presolved:
     data: ProgramData
@@ -76,6 +86,7 @@ class Presolved:
     incumbent: Incumbent | None = None
     lower_bound: float | None = None
     """The LP relaxation's objective: no plan is cheaper."""
+    spent: ModelSeconds = dataclasses.field(default_factory=ModelSeconds)
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,13 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     limit was spent before the block started), or the first LP out of time: the arithmetic
     plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and the
     bound is `_arithmetic_bound`."""
+    spent = ModelSeconds()
+    return dataclasses.replace(_presolve(data, options, late, spent), spent=spent)
+
+
+def _presolve(
+    data: ProgramData, options: SolveOptions, late: bool, spent: ModelSeconds
+) -> Presolved:
     began = time.perf_counter()
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
@@ -104,19 +122,23 @@ def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Pr
     first = _cut(data, lambda k, t, bound: _by_cost(costs, k, t, bound, upper), cols=cols)
     consolidating = _consolidating(cheapest[0], first.kept)
     if late:
-        return _arithmetic_only(first, alone, options, consolidating, cols)
+        return _arithmetic_only(first, alone, options, consolidating, cols, spent)
+    built = time.perf_counter()
     lp = build_model(first.data, relaxed=True)
+    handed = time.perf_counter()
     held = HeldRelaxation(lp, options)
+    spent.build += handed - built
+    spent.handoff += time.perf_counter() - handed
     relaxation = held.solve(primal=True)
     if relaxation is None:  # infeasible (then there is no arithmetic plan) or out of time
-        return _arithmetic_only(first, alone, options, consolidating, cols)
+        return _arithmetic_only(first, alone, options, consolidating, cols, spent)
     program = _with_broken_orders(first.data, lp, held)
-    incumbent = _restricted(program, lp, options, consolidating)
+    incumbent = _restricted(program, lp, options, consolidating, spent)
     if alone is not None and (
         incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
     ):  # out of time, or the arithmetic plan is cheaper: start from it
         start = _alone_start(alone, first.kept)
-        incumbent = _restricted(program, lp, options, consolidating, start)
+        incumbent = _restricted(program, lp, options, consolidating, spent, start)
     if incumbent is None:
         return Presolved(program, first.kept, lower_bound=relaxation.objective)
     used = {
@@ -156,6 +178,7 @@ def _arithmetic_only(
     options: SolveOptions,
     consolidating: set[int],
     cols: Columns,
+    spent: ModelSeconds,
 ) -> Presolved:
     """The program cut by the arithmetic plan's cost, with that plan (completed by HiGHS, no
     dearer) as the incumbent and the bound by arithmetic: the answer of a block with no time
@@ -164,7 +187,7 @@ def _arithmetic_only(
     if alone is None:
         return first
     start = _alone_start(alone, first.kept)
-    incumbent = _restricted(first.data, None, options, consolidating, start)
+    incumbent = _restricted(first.data, None, options, consolidating, spent, start)
     if incumbent is None:
         return first
     incumbent = _in_given_indices(incumbent, first.kept)
@@ -324,6 +347,7 @@ def _restricted(
     lp: pyo.ConcreteModel | None,
     options: SolveOptions,
     consolidating: set[int],
+    spent: ModelSeconds,
     start: dict[tuple[int, int], int] | None = None,
 ):
     """The program on the configs the LP uses (if it was solved) and the consolidating ones
@@ -333,7 +357,9 @@ def _restricted(
     start = start or {}
     used = set() if lp is None else {k for (k, _), v in lp.x.items() if (v.value or 0.0) > 1e-7}
     configs = sorted(used | consolidating | {k for k, _ in start})
+    built = time.perf_counter()
     model = build_model(data.restricted(configs))
+    spent.build += time.perf_counter() - built
     local = {k: i for i, k in enumerate(configs)}
     values = ComponentMap((var, 0.0) for var in model.x.values())
     for (k, t), n in start.items():  # more than the bound only where classes pool (`_alone_plan`)
@@ -343,6 +369,7 @@ def _restricted(
         limit = max(limit, START_SECONDS)
     solve = dataclasses.replace(options, time_limit=limit, verbose=False)
     outcome = run_highs(model, solve, values if start else None)
+    spent.handoff += outcome.seconds - outcome.highs_seconds
     if outcome.objective is None:
         return None
     return Incumbent(model, configs, outcome)

@@ -102,11 +102,15 @@ def run_highs(
         highspy.HighsModelStatus.kInfeasible,
         highspy.HighsModelStatus.kUnboundedOrInfeasible,
     ):
-        return Outcome("infeasible", None, None, None, time.perf_counter() - began)
+        return Outcome(
+            "infeasible", None, None, None, time.perf_counter() - began, highs_seconds=ran
+        )
     if info.primal_solution_status != FEASIBLE:
         if interrupted:
             raise Interrupted("interrupted before the solver found any plan")
-        return Outcome("no_solution", None, bound, None, time.perf_counter() - began)
+        return Outcome(
+            "no_solution", None, bound, None, time.perf_counter() - began, highs_seconds=ran
+        )
     loaded.load_values()
     return Outcome(
         "optimal" if proven else "feasible",
