@@ -28,6 +28,7 @@ from fleetopt.formulation.blocks import (
     empty_solution,
     finish,
     whole_part,
+    worth_first,
 )
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.instance import Instance, Pricing
@@ -217,31 +218,38 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
     BLOCK_SECONDS for each later round of `jobs` blocks (at least BLOCK_SECONDS), so that the
     first blocks may use what the easy ones leave but not the time the last ones need; once
     what is left, less LATE_SECONDS a later round, is under BLOCK_SECONDS, blocks answer with
-    their arithmetic plans (`block_result`), and the limit holds."""
+    their arithmetic plans (`block_result`), and the limit holds. Blocks then start in the
+    order their LP is worth most (`worth_first`), so that the limit buys the best bound; the
+    outcomes merge in block order either way."""
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     parts = block_parts(data) if split else [whole_part(data)]
     jobs = min(options.jobs, len(parts))
+    order = list(range(len(parts)))
+    if deadline is not None and len(parts) > jobs:
+        order = worth_first(data, parts)
+    queue = [parts[i] for i in order]
     rounds = [math.ceil((len(parts) - i) / jobs) for i in range(len(parts))]
     results = (
-        _in_parallel(data, parts, options, deadline, rounds, jobs)
+        _in_parallel(data, queue, options, deadline, rounds, jobs)
         if jobs > 1
         else (
             block_result(cut_block(data, *part), options, deadline, r)
-            for part, r in zip(parts, rounds, strict=True)
+            for part, r in zip(queue, rounds, strict=True)
         )
     )
-    whole, stats, outcomes = empty_solution(data), Stats(), []
-    for i, ((_, periods), result) in enumerate(zip(parts, results, strict=True)):
+    whole, stats, outcomes = empty_solution(data), Stats(), {}
+    for done, (i, result) in enumerate(zip(order, results, strict=True), start=1):
         stats = stats + result.stats
         outcome = result.outcome
-        hours = sum(data.periods[t].hours for t in periods)
-        outcomes.append((hours / data.total_hours, outcome))
+        hours = sum(data.periods[t].hours for t in parts[i][1])
+        outcomes[i] = (hours / data.total_hours, outcome)
         if result.values is None:
             return Solved(None, outcome, stats)
-        if outcome.interrupted and i + 1 < len(parts):
-            raise Interrupted(f"interrupted after {i + 1} of {len(parts)} independent blocks")
+        if outcome.interrupted and done < len(parts):
+            raise Interrupted(f"interrupted after {done} of {len(parts)} independent blocks")
         add_block(whole, result.values)
-    return Solved(finish(whole, data), merge_outcomes(outcomes), stats)
+    merged = merge_outcomes([outcomes[i] for i in range(len(parts))])
+    return Solved(finish(whole, data), merged, stats)
 
 
 def block_result(

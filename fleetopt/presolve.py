@@ -43,7 +43,13 @@ from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
 from fleetopt.formulation.model import replica_bounds, stated_bound
 from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
-from fleetopt.formulation.sizing import Columns, columns, pooled, replicas_alone
+from fleetopt.formulation.sizing import (
+    Columns,
+    cheapest_per_request,
+    columns,
+    pooled,
+    replicas_alone,
+)
 from fleetopt.handoff import INF
 from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, time_spent
 
@@ -247,10 +253,7 @@ def _priced(
         resource = fills.argmax(axis=1)
         price = np.where(held.any(axis=1), costs / capacity[configs, resource], 0.0)
     cost = np.where(usable, price[:, None] * cols.usage[configs, :, resource], np.inf)
-    both, prefill, decode = (
-        cost[role == r].min(axis=0, initial=np.inf) for r in ("colocated", "prefill", "decode")
-    )
-    per_request = np.minimum(both, prefill + decode)
+    per_request = cheapest_per_request(cost, role)
     if not np.isfinite(per_request).all():
         return None
     bound = 0.0

@@ -15,7 +15,7 @@ from helpers import measured_instance
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
-from fleetopt.formulation.blocks import independent_blocks
+from fleetopt.formulation.blocks import block_parts, independent_blocks, worth_first
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet, program_data, solve_program
 from fleetopt.solve import SolveOptions, run_highs
@@ -108,3 +108,32 @@ def test_blocks_solved_in_worker_processes_give_the_same_plan():
     assert workers.solution.x == here.solution.x
     assert workers.solution.r == here.solution.r
     assert workers.outcome.objective == here.outcome.objective
+
+
+def test_blocks_worth_more_per_second_go_first():
+    """`worth_first`: of one model's blocks (the same configs and classes), the one with more
+    demand-hours is worth more and goes first; every block once."""
+    data = _program(_data(0))
+    parts = block_parts(data)
+    order = worth_first(data, parts)
+    assert sorted(order) == list(range(len(parts)))
+    for model in {c.model for c in data.classes}:
+        mine = [i for i in order if model in parts[i][0]]
+        demand = [
+            sum(data.periods[t].multiplier * data.periods[t].hours for t in parts[i][1])
+            for i in mine
+        ]
+        assert demand == sorted(demand, reverse=True)
+
+
+def test_a_time_limit_reorders_the_blocks_not_their_answers():
+    """Under a time limit blocks start in `worth_first` order and merge in block order: with
+    time enough for every block, the same values as without a limit."""
+    data = _program(_data(2))
+    free = solve_program(data, EXACT)
+    limited = solve_program(data, SolveOptions(mip_gap=1e-9, time_limit=600))
+    assert worth_first(data, block_parts(data)) != list(range(len(block_parts(data))))
+    assert limited.outcome.status == free.outcome.status == "optimal"
+    assert limited.solution.x == free.solution.x
+    assert limited.solution.r == free.solution.r
+    assert limited.outcome.objective == free.outcome.objective

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
+from fleetopt.formulation.sizing import cheapest_per_request, columns
 from fleetopt.formulation.tiers import period_cost
 
 
@@ -86,6 +88,35 @@ def _model_groups(data: ProgramData, linked: bool) -> list[set[str]]:
         for m in merged:
             group[m] = merged
     return list({id(g): g for g in group.values()}.values())
+
+
+def worth_first(data: ProgramData, parts: list[tuple[frozenset[str], list[int]]]) -> list[int]:
+    """The blocks in the order their LP is worth most per second when a time limit leaves LPs
+    to some blocks only (pipeline.solve_program): a rough $/h of each block — every class's
+    requests/s at its cheapest config alone, no pooling, as the arithmetic bound prices them —
+    over its configs × periods, which its LP's time grows with. Highest first; equal ones in
+    the given order. The order changes which blocks answer by arithmetic, never a block's
+    answer."""
+    cols = columns(data)
+    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
+    replica = np.array([config.tp * price[config.gpu] for config in data.configs])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.nan_to_num(cols.usage / cols.capacity[:, None, :]).max(axis=2, initial=0.0)
+    cost = np.where(cols.carries, replica[:, None] * share, np.inf)
+    per_request = cheapest_per_request(cost, np.array([config.role for config in data.configs]))
+    models = np.array([config.model for config in data.configs])
+    hours = data.total_hours
+    worth = []
+    for members, periods in parts:
+        rate = sum(
+            c.requests_per_s * per_request[cols.classes[c.name]]
+            for c in data.classes
+            if c.model in members and c.requests_per_s > 0
+        )
+        dollars = rate * sum(data.periods[t].multiplier * data.periods[t].hours for t in periods)
+        work = max(1, int(np.isin(models, list(members)).sum()) * len(periods))
+        worth.append(dollars / hours / work)
+    return sorted(range(len(parts)), key=lambda i: -worth[i])
 
 
 @dataclass

@@ -125,3 +125,13 @@ def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
         need[k[short], p] += 1
         k, target, cap = k[short], target[short], cap[short]
     return need.max(axis=1, initial=0)
+
+
+def cheapest_per_request(cost: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """[c]: each class's least cost on one colocated config, or on a prefill config plus a
+    decode config (inf where neither carries it). `cost`: [k, c], a request/s of class c on
+    config k, inf where k may not carry c; `role`: each config's."""
+    both, prefill, decode = (
+        cost[role == r].min(axis=0, initial=np.inf) for r in ("colocated", "prefill", "decode")
+    )
+    return np.minimum(both, prefill + decode)
