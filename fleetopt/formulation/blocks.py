@@ -93,10 +93,10 @@ def _model_groups(data: ProgramData, linked: bool) -> list[set[str]]:
 def worth_first(data: ProgramData, parts: list[tuple[frozenset[str], list[int]]]) -> list[int]:
     """The blocks in the order their LP is worth most per second when a time limit leaves LPs
     to some blocks only (pipeline.solve_program): a rough $/h of each block — every class's
-    requests/s at its cheapest config alone, no pooling, as the arithmetic bound prices them —
-    over its configs × periods, which its LP's time grows with. Highest first; equal ones in
-    the given order. The order changes which blocks answer by arithmetic, never a block's
-    answer."""
+    requests/s at its cheapest config alone, through that config's busiest resource for the
+    class, no pooling — over its configs × periods, which its LP's time grows with. Highest
+    first; equal ones in the given order. The order changes which blocks answer by arithmetic,
+    never a block's answer."""
     cols = columns(data)
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
     replica = np.array([config.tp * price[config.gpu] for config in data.configs])
