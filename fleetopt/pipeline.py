@@ -31,6 +31,7 @@ from fleetopt.formulation.blocks import (
     worth_first,
 )
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
+from fleetopt.formulation.sizing import Columns, columns
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
@@ -201,11 +202,11 @@ class BlockResult:
 BLOCK_SECONDS = 1.0
 """The least time limit a block is given (an LP and a small MIP on most blocks), and what each
 block yet to start keeps of the time left while there is enough for that."""
-LATE_SECONDS = 0.18
+LATE_SECONDS = 0.16
 """What each block yet to start keeps at the least: about what a block takes to answer with its
-arithmetic plan (0.17 s on average over the 138 blocks of the scale benchmark's large instance,
-in one process; docs/benchmarks.md). A block left less than BLOCK_SECONDS beyond that answers
-so itself."""
+arithmetic plan (0.155 s on average over the 138 blocks of the scale benchmark's large
+instance, in one process, each model's columns built once; docs/benchmarks.md). A block left
+less than BLOCK_SECONDS beyond that answers so itself."""
 
 
 def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) -> Solved:
@@ -232,10 +233,7 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
     results = (
         _in_parallel(data, queue, options, deadline, rounds, jobs)
         if jobs > 1
-        else (
-            block_result(cut_block(data, *part), options, deadline, r)
-            for part, r in zip(queue, rounds, strict=True)
-        )
+        else _in_process(data, queue, options, deadline, rounds)
     )
     whole, stats, outcomes = empty_solution(data), Stats(), {}
     for done, (i, result) in enumerate(zip(order, results, strict=True), start=1):
@@ -253,14 +251,18 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
 
 
 def block_result(
-    block: Block, options: SolveOptions, deadline: float | None, rounds: int = 1
+    block: Block,
+    options: SolveOptions,
+    deadline: float | None,
+    rounds: int = 1,
+    cols: Columns | None = None,
 ) -> BlockResult:
     """Solve one block (in this process or a worker) in what is left of the time limit, less
     BLOCK_SECONDS for each later round (`rounds` counts the rounds of blocks yet to start, its
     own included), and at least BLOCK_SECONDS. One that starts with none left, or with less
     than BLOCK_SECONDS beyond LATE_SECONDS a later round, answers with its arithmetic plan
     (`presolve`, `late`): its LP would be cut short, and the later blocks need that much to
-    answer at all."""
+    answer at all. `cols`: the block's `sizing.columns`, where the caller has them."""
     late = False
     if deadline is not None:
         left = deadline - time.monotonic()
@@ -269,11 +271,39 @@ def block_result(
         options = dataclasses.replace(options, time_limit=share)
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
     with PauseGC():
-        solved = solve_block(block, options, late)
+        solved = solve_block(block, options, late, cols)
         values = None
         if solved.outcome.status not in ("infeasible", "no_solution"):
             values = block_values(solved.block, solved.model)
         return BlockResult(values, solved.outcome, Stats.of(solved))
+
+
+Known = dict[frozenset[str], Columns]
+"""The columns (`sizing.columns`) of each group of models' blocks: its blocks over other periods
+have the same configs and classes, and a block that answers by arithmetic spent an eighth of
+its time building them (docs/benchmarks.md)."""
+
+
+def _cut(known: Known, data: ProgramData, models: frozenset[str], periods: list[int]):
+    """The block of these models and periods, and its columns, built once per group of models."""
+    block = cut_block(data, models, periods)
+    if models not in known:
+        known[models] = columns(block.data)
+    return block, known[models]
+
+
+def _in_process(
+    data: ProgramData,
+    parts: list[tuple[frozenset[str], list[int]]],
+    options: SolveOptions,
+    deadline: float | None,
+    rounds: list[int],
+) -> Iterator[BlockResult]:
+    """Each block's result, solved here one after another."""
+    known: Known = {}
+    for (models, periods), r in zip(parts, rounds, strict=True):
+        block, cols = _cut(known, data, models, periods)
+        yield block_result(block, options, deadline, r, cols)
 
 
 def _in_parallel(
@@ -316,15 +346,22 @@ def _shared_block_result(
     rounds: int,
 ) -> BlockResult:
     """`block_result` in a worker, on the block it cuts from the program its pool shares."""
-    return block_result(cut_block(shared(), models, periods), options, deadline, rounds)
+    block, cols = _cut(_known, shared(), models, periods)
+    return block_result(block, options, deadline, rounds, cols)
 
 
-def solve_block(block: Block, options: SolveOptions, late: bool = False) -> SolvedBlock:
+_known: Known = {}
+"""A worker's `Known`: a worker holds one program (its pool's) for its life."""
+
+
+def solve_block(
+    block: Block, options: SolveOptions, late: bool = False, cols: Columns | None = None
+) -> SolvedBlock:
     """One block, presolved by an incumbent (fleetopt/presolve.py): the reduced program holds
     every plan no dearer than the incumbent, so its optimum is the block's. Where the presolve
     spent the time limit (or `late`: none was left), its incumbent is the answer."""
     began = time.perf_counter()
-    presolved = presolve(block.data, options, late)
+    presolved = presolve(block.data, options, late, cols)
     reduced = Block(presolved.data, [block.configs[k] for k in presolved.kept], block.periods)
     presolve_seconds = time.perf_counter() - began
     incumbent = presolved.incumbent

@@ -103,24 +103,27 @@ class AlonePlan:
     replicas: dict[tuple[int, int], int]
 
 
-def presolve(data: ProgramData, options: SolveOptions, late: bool = False) -> Presolved:
+def presolve(
+    data: ProgramData, options: SolveOptions, late: bool = False, cols: Columns | None = None
+) -> Presolved:
     """The program reduced by an incumbent; unchanged where the objective is throughput, or
     where neither the arithmetic plan nor the restricted program gives one. `late` (the time
     limit was spent before the block started), or the first LP out of time: the arithmetic
     plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and the
-    bound is `_arithmetic_bound`."""
+    bound is `_arithmetic_bound`. `cols`: `columns(data)`, where the caller has it (the period
+    blocks of one model share it)."""
     spent = ModelSeconds()
-    return dataclasses.replace(_presolve(data, options, late, spent), spent=spent)
+    cols = columns(data) if cols is None else cols
+    return dataclasses.replace(_presolve(data, options, late, cols, spent), spent=spent)
 
 
 def _presolve(
-    data: ProgramData, options: SolveOptions, late: bool, spent: ModelSeconds
+    data: ProgramData, options: SolveOptions, late: bool, cols: Columns, spent: ModelSeconds
 ) -> Presolved:
     began = time.perf_counter()
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
         return unchanged
-    cols = columns(data)
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from helpers import measured_instance
 
+from fleetopt import pipeline
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import block_parts, independent_blocks, worth_first
+from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet, program_data, solve_program
 from fleetopt.solve import SolveOptions, run_highs
@@ -137,3 +140,18 @@ def test_a_time_limit_reorders_the_blocks_not_their_answers():
     assert limited.solution.x == free.solution.x
     assert limited.solution.r == free.solution.r
     assert limited.outcome.objective == free.outcome.objective
+
+
+def test_the_period_blocks_of_one_model_share_its_columns():
+    """Blocks solved in one process (or one worker) build each group of models' columns once:
+    every period's block has the same configs and classes, so the columns it is given are the
+    ones it would build."""
+    data = _program(_data(0))
+    known = {}
+    for models, periods in block_parts(data):
+        block, cols = pipeline._cut(known, data, models, periods)
+        fresh = columns(block.data)
+        for name in ("usage", "capacity", "carries", "heads", "size", "tail"):
+            assert np.array_equal(getattr(cols, name), getattr(fresh, name)), name
+        assert (cols.classes, cols.prefill) == (fresh.classes, fresh.prefill)
+    assert len(known) == 2  # one per model

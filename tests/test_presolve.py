@@ -229,9 +229,9 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
     data = _program(_instance(0, TWO_PERIODS))
     limits, solve = [], pipeline.solve_block
 
-    def recorded(block, options, late=False):
+    def recorded(block, options, late=False, cols=None):
         limits.append(options.time_limit)
-        return solve(block, options, late)
+        return solve(block, options, late, cols)
 
     monkeypatch.setattr(pipeline, "solve_block", recorded)
     solve_program(data, SolveOptions(time_limit=5.0))
@@ -247,9 +247,9 @@ def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(mon
     data = _program(_instance(0, TWO_PERIODS))
     late, solve = [], pipeline.solve_block
 
-    def recorded(block, options, is_late=False):
+    def recorded(block, options, is_late=False, cols=None):
         late.append(is_late)
-        return solve(block, options, is_late)
+        return solve(block, options, is_late, cols)
 
     monkeypatch.setattr(pipeline, "solve_block", recorded)
     limit = pipeline.BLOCK_SECONDS + pipeline.LATE_SECONDS / 2
