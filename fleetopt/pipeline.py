@@ -284,9 +284,14 @@ have the same configs and classes, and a block that answers by arithmetic spent 
 its time building them (docs/benchmarks.md)."""
 
 
-def _cut(known: Known, data: ProgramData, models: frozenset[str], periods: list[int]):
-    """The block of these models and periods, and its columns, built once per group of models."""
+def _cut(
+    known: Known, data: ProgramData, models: frozenset[str], periods: list[int]
+) -> tuple[Block, Columns | None]:
+    """The block of these models and periods, and its columns, built once per group of models
+    (none where the objective is throughput: the presolve leaves such programs as they are)."""
     block = cut_block(data, models, periods)
+    if data.maximize_throughput:
+        return block, None
     if models not in known:
         known[models] = columns(block.data)
     return block, known[models]

@@ -113,17 +113,21 @@ def presolve(
     bound is `_arithmetic_bound`. `cols`: `columns(data)`, where the caller has it (the period
     blocks of one model share it)."""
     spent = ModelSeconds()
-    cols = columns(data) if cols is None else cols
     return dataclasses.replace(_presolve(data, options, late, cols, spent), spent=spent)
 
 
 def _presolve(
-    data: ProgramData, options: SolveOptions, late: bool, cols: Columns, spent: ModelSeconds
+    data: ProgramData,
+    options: SolveOptions,
+    late: bool,
+    cols: Columns | None,
+    spent: ModelSeconds,
 ) -> Presolved:
     began = time.perf_counter()
     unchanged = Presolved(data, list(range(len(data.configs))))
     if data.maximize_throughput:
         return unchanged
+    cols = columns(data) if cols is None else cols
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
