@@ -48,6 +48,7 @@ from fleetopt.formulation.sizing import (
     cheapest_per_request,
     columns,
     pooled,
+    replica_prices,
     replicas_alone,
 )
 from fleetopt.handoff import INF
@@ -492,8 +493,6 @@ def _replica_costs(data: ProgramData) -> np.ndarray:
     price times their weight in the hour-weighted mean (reserved GPUs are paid over every hour,
     spot at its factor). Once per program, as an array: the cuts and the arithmetic bound
     weigh every config in every period."""
-    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    per_replica = np.array([config.tp * price[config.gpu] for config in data.configs])
     total, tiers = data.total_hours, data.tiers
     weights = []
     for period in data.periods:
@@ -501,4 +500,4 @@ def _replica_costs(data: ProgramData) -> np.ndarray:
         if tiers is not None:
             weight = min(weight, tiers.reserved_price_factor, tiers.spot_price_factor * weight)
         weights.append(weight)
-    return per_replica.reshape(-1, 1) * np.array(weights)
+    return replica_prices(data).reshape(-1, 1) * np.array(weights)

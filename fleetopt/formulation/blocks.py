@@ -17,7 +17,7 @@ import numpy as np
 import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
-from fleetopt.formulation.sizing import cheapest_per_request, columns
+from fleetopt.formulation.sizing import cheapest_per_request, columns, replica_prices
 from fleetopt.formulation.tiers import period_cost
 
 
@@ -98,11 +98,9 @@ def worth_first(data: ProgramData, parts: list[tuple[frozenset[str], list[int]]]
     first; equal ones in the given order. The order changes which blocks answer by arithmetic,
     never a block's answer."""
     cols = columns(data)
-    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    replica = np.array([config.tp * price[config.gpu] for config in data.configs])
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.nan_to_num(cols.usage / cols.capacity[:, None, :]).max(axis=2, initial=0.0)
-    cost = np.where(cols.carries, replica[:, None] * share, np.inf)
+    cost = np.where(cols.carries, replica_prices(data)[:, None] * share, np.inf)
     per_request = cheapest_per_request(cost, np.array([config.role for config in data.configs]))
     models = np.array([config.model for config in data.configs])
     hours = data.total_hours

@@ -135,3 +135,9 @@ def cheapest_per_request(cost: np.ndarray, role: np.ndarray) -> np.ndarray:
         cost[role == r].min(axis=0, initial=np.inf) for r in ("colocated", "prefill", "decode")
     )
     return np.minimum(both, prefill + decode)
+
+
+def replica_prices(data: ProgramData) -> np.ndarray:
+    """[k]: what one replica of each config pays an hour for its GPUs, at the on-demand price."""
+    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
+    return np.array([config.tp * price[config.gpu] for config in data.configs], dtype=float)
