@@ -86,9 +86,7 @@ def hand_off(model: pyo.ConcreteModel) -> Loaded:
     cost = np.zeros(len(columns))
     cost[costed] = list(terms.values())
 
-    with _stdout_to_devnull():  # HiGHS's banner, written by the first Highs() of a process
-        highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
+    highs = quiet_highs()
     low, high = np.array([_bounds(var) for var in columns], dtype=float).reshape(-1, 2).T
     empty = np.array([], dtype=np.int32)
     highs.addCols(len(columns), cost, low, high, 0, empty, empty, np.array([]))
@@ -109,6 +107,15 @@ def hand_off(model: pyo.ConcreteModel) -> Loaded:
     if objective.sense == pyo.maximize:
         highs.changeObjectiveSense(highspy.ObjSense.kMaximize)
     return Loaded(highs, columns, rows)
+
+
+def quiet_highs() -> highspy.Highs:
+    """A HiGHS object that writes nothing (its banner, written by the first one of a process,
+    included)."""
+    with _stdout_to_devnull():
+        highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    return highs
 
 
 def _positions(items: list, wanted) -> np.ndarray:

@@ -27,6 +27,7 @@ from fleetopt.formulation.blocks import (
     cut_block,
     empty_solution,
     finish,
+    split_by_period,
     whole_part,
     worth_first,
 )
@@ -35,6 +36,7 @@ from fleetopt.formulation.sizing import Columns, columns
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
+from fleetopt.scaled_bound import unit_demand_bound
 from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
 from fleetopt.verify import verify
 from fleetopt.workers import shared, worker_pool
@@ -225,15 +227,17 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
     deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     parts = block_parts(data) if split else [whole_part(data)]
     jobs = min(options.jobs, len(parts))
-    order = list(range(len(parts)))
+    order, groups = list(range(len(parts))), []
     if deadline is not None and len(parts) > jobs:
         order = worth_first(data, parts)
+        groups = split_by_period(parts, order)
     queue = [parts[i] for i in order]
     rounds = [math.ceil((len(parts) - i) / jobs) for i in range(len(parts))]
+    units: dict[frozenset[str], UnitBound] = {}
     results = (
-        _in_parallel(data, queue, options, deadline, rounds, jobs)
+        _in_parallel(data, queue, options, deadline, rounds, jobs, groups, units)
         if jobs > 1
-        else _in_process(data, queue, options, deadline, rounds)
+        else _in_process(data, queue, options, deadline, rounds, groups, units)
     )
     whole, stats, outcomes = empty_solution(data), Stats(), {}
     for done, (i, result) in enumerate(zip(order, results, strict=True), start=1):
@@ -246,6 +250,15 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
         if outcome.interrupted and done < len(parts):
             raise Interrupted(f"interrupted after {done} of {len(parts)} independent blocks")
         add_block(whole, result.values)
+    for i, (models, periods) in enumerate(parts):
+        if (unit := units.get(models)) is not None and unit.per_multiplier is not None:
+            weight, outcome = outcomes[i]
+            (t,) = periods
+            outcomes[i] = (
+                weight,
+                _bounded(outcome, data.periods[t].multiplier * unit.per_multiplier),
+            )
+    stats = stats + sum((unit.stats for unit in units.values()), Stats())
     merged = merge_outcomes([outcomes[i] for i in range(len(parts))])
     return Solved(finish(whole, data), merged, stats)
 
@@ -303,9 +316,14 @@ def _in_process(
     options: SolveOptions,
     deadline: float | None,
     rounds: list[int],
+    groups: list[tuple[frozenset[str], list[int]]],
+    units: dict[frozenset[str], UnitBound],
 ) -> Iterator[BlockResult]:
-    """Each block's result, solved here one after another."""
+    """Each block's result, solved here one after another, after the groups' unit bounds
+    (into `units`)."""
     known: Known = {}
+    for models, periods in groups:
+        units[models] = unit_bound(known, data, models, periods, options, deadline)
     for (models, periods), r in zip(parts, rounds, strict=True):
         block, cols = _cut(known, data, models, periods)
         yield block_result(block, options, deadline, r, cols)
@@ -318,14 +336,21 @@ def _in_parallel(
     deadline: float | None,
     rounds: list[int],
     jobs: int,
+    groups: list[tuple[frozenset[str], list[int]]],
+    units: dict[frozenset[str], UnitBound],
 ) -> Iterator[BlockResult]:
     """Each block's result, in block order, from `jobs` worker processes, each sent the
-    program once and each block's models and periods. Ctrl-C stops them all: with several
-    blocks under way there is no whole plan to keep."""
+    program once and each block's models and periods; the groups' unit bounds first (into
+    `units`, once every block is in). Ctrl-C stops them all: with several blocks under way
+    there is no whole plan to keep."""
     pool = worker_pool(jobs, shared=data)
     options = dataclasses.replace(options, jobs=1)
     done = 0
     try:
+        bounds = [
+            (models, pool.submit(_shared_unit_bound, models, periods, options, deadline))
+            for models, periods in groups
+        ]
         futures = [
             pool.submit(_shared_block_result, *part, options, deadline, r)
             for part, r in zip(parts, rounds, strict=True)
@@ -333,6 +358,7 @@ def _in_parallel(
         for future in futures:
             yield future.result()
             done += 1
+        units.update((models, future.result()) for models, future in bounds)
     except KeyboardInterrupt:
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()
@@ -357,6 +383,39 @@ def _shared_block_result(
 
 _known: Known = {}
 """A worker's `Known`: a worker holds one program (its pool's) for its life."""
+
+
+@dataclass(frozen=True)
+class UnitBound:
+    """A group's `scaled_bound.unit_demand_bound` (None where it was not proved in time)."""
+
+    per_multiplier: float | None
+    stats: Stats
+
+
+def unit_bound(
+    known: Known,
+    data: ProgramData,
+    models: frozenset[str],
+    periods: list[int],
+    options: SolveOptions,
+    deadline: float,
+) -> UnitBound:
+    """The bound per unit of demand multiplier of these models' blocks over these periods, in
+    what is left of the time limit (counted as presolve in the stats)."""
+    began, left = time.perf_counter(), deadline - time.monotonic()
+    if left <= 0:
+        return UnitBound(None, Stats())
+    block, cols = _cut(known, data, models, periods)
+    bound = unit_demand_bound(block.data, cols, dataclasses.replace(options, time_limit=left))
+    return UnitBound(bound, Stats(presolve_seconds=time.perf_counter() - began))
+
+
+def _shared_unit_bound(
+    models: frozenset[str], periods: list[int], options: SolveOptions, deadline: float
+) -> UnitBound:
+    """`unit_bound` in a worker, on the program its pool shares."""
+    return unit_bound(_known, shared(), models, periods, options, deadline)
 
 
 def solve_block(

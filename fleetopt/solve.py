@@ -19,7 +19,7 @@ from pyomo.core.base.constraint import ConstraintData
 from pyomo.core.base.var import VarData
 
 from fleetopt.errors import Interrupted
-from fleetopt.handoff import INF, hand_off
+from fleetopt.handoff import INF, hand_off, quiet_highs
 
 
 def default_jobs() -> int:
@@ -180,6 +180,43 @@ class HeldRelaxation:
         """Σ coefs·variables ≤ upper."""
         index = np.array([self._column[id(var)] for var in variables], dtype=np.int32)
         self.loaded.highs.addRow(-INF, upper, len(index), index, np.array(coefs, dtype=float))
+
+
+def solve_lp(
+    cost: np.ndarray,
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+    entries: tuple[np.ndarray, np.ndarray, np.ndarray],
+    options: SolveOptions,
+) -> float | None:
+    """min cost·v over v ≥ 0 with row_lower ≤ A·v ≤ row_upper, A given by its (row, column,
+    value) entries: the optimum, by the primal simplex (as the presolve's first LP), or None
+    where HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
+    rows, columns, values = entries
+    order = np.lexsort((columns, rows))
+    starts = np.searchsorted(rows[order], np.arange(len(row_lower)))
+    highs = quiet_highs()
+    quiet = dataclasses.replace(options, verbose=False)
+    _configure(highs, quiet, {"simplex_strategy": PRIMAL_SIMPLEX})
+    empty = np.array([], dtype=np.int32)
+    highs.addCols(
+        len(cost), cost, np.zeros(len(cost)), np.full(len(cost), INF), 0, empty, empty, np.array([])
+    )
+    highs.addRows(
+        len(row_lower),
+        np.where(np.isfinite(row_lower), row_lower, -INF),
+        np.where(np.isfinite(row_upper), row_upper, INF),
+        len(values),
+        starts.astype(np.int32),
+        columns[order].astype(np.int32),
+        values[order].astype(float),
+    )
+    _, interrupted = _run(highs)
+    if interrupted:
+        raise Interrupted("interrupted before the solver found any plan")
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return highs.getInfo().objective_function_value
 
 
 def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None:

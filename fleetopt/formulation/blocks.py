@@ -71,6 +71,23 @@ def cut_block(data: ProgramData, models: frozenset[str], periods: list[int]) -> 
     return Block(sub, configs, periods)
 
 
+def split_by_period(
+    parts: list[tuple[frozenset[str], list[int]]], order: list[int]
+) -> list[tuple[frozenset[str], list[int]]]:
+    """The groups of models split into several blocks, one period each, and their periods: one
+    LP bounds all those blocks (fleetopt/scaled_bound.py). In the order each group's first
+    block comes in `order`."""
+    blocks: dict[frozenset[str], list[list[int]]] = {}
+    for i in order:
+        models, periods = parts[i]
+        blocks.setdefault(models, []).append(periods)
+    return [
+        (models, sorted(t for periods in split for t in periods))
+        for models, split in blocks.items()
+        if len(split) > 1
+    ]
+
+
 def _model_groups(data: ProgramData, linked: bool) -> list[set[str]]:
     """Models joined when a linking GPU type (capped, whole nodes, or any type when linked) may
     serve both."""

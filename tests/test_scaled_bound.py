@@ -1,0 +1,124 @@
+"""One LP bounds every period block of a group of models (fleetopt/scaled_bound.py): its
+optimum at multiplier 1, times a period's multiplier, is at most that period's optimum.
+
+Checked on seeded analytic instances (queueing, both serving modes, two tp sizes, caps and whole
+nodes, which the bound drops) against the program's own LP relaxation built in Pyomo and
+reduced the same way, and against each period's proven optimum.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from fleetopt.catalog import resolve
+from fleetopt.configs import enumerate_configs
+from fleetopt.formulation import build_model
+from fleetopt.formulation.blocks import block_parts, cut_block, split_by_period
+from fleetopt.formulation.sizing import columns
+from fleetopt.instance import parse_instance
+from fleetopt.pipeline import program_data, solve_program
+from fleetopt.scaled_bound import unit_demand_bound
+from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
+
+EXACT = SolveOptions(mip_gap=1e-9)
+MULTIPLIERS = [0.35, 1.0, 0.6, 0.8]
+
+
+def _program(seed: int, limits: str = ""):
+    rng = random.Random(seed)
+    gpus = [{"type": "l40s"}, {"type": "h100-sxm"}]
+    if limits == "cap":
+        gpus[0]["max_gpus"] = 4
+    if limits == "nodes":
+        gpus[1]["gpus_per_node"] = 8
+    workloads = [
+        {
+            "name": f"class-{i}",
+            "model": "llama-3.1-8b",
+            "requests_per_s": round(rng.uniform(3, 30), 1),
+            "input_tokens": rng.choice([300, 1000, 3000]),
+            "output_tokens": rng.choice([100, 300, 600]),
+            "slo": {"ttft_ms": rng.choice([500, 1000, 2000]), "tpot_ms": rng.choice([30, 50])},
+        }
+        for i in range(3)
+    ]
+    data = {
+        "name": f"scaled-{seed}",
+        "gpus": gpus,
+        "models": [{"name": "llama-3.1-8b"}],
+        "workloads": workloads,
+        "serving": {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2]},
+        "demand_profile": {"period_hours": 1, "multipliers": MULTIPLIERS},
+    }
+    resolved = resolve(parse_instance(data))
+    return program_data(resolved, enumerate_configs(resolved))
+
+
+def _group(data):
+    """The model's blocks over every period, as one block."""
+    parts = block_parts(data)
+    ((models, periods),) = split_by_period(parts, list(range(len(parts))))
+    return cut_block(data, models, periods).data
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("limits", ["", "cap", "nodes"])
+def test_the_arrays_lp_is_the_programs_relaxation_less_what_demand_sets(seed, limits):
+    """At the busiest period, the LP from the arrays is `build_model(relaxed=True)` without the
+    replica bounds, the hull rows and the GPU caps: the same optimum."""
+    data = _group(_program(seed, limits))
+    unit = unit_demand_bound(data, columns(data), EXACT)
+    busiest = max(range(len(data.periods)), key=lambda t: data.periods[t].multiplier)
+    peak = cut_block(data, frozenset({"llama-3.1-8b"}), [busiest]).data
+    lp = build_model(peak, relaxed=True)
+    for var in lp.x.values():
+        var.setub(None)
+    for name in ("pool_hull", "gpu_cap"):
+        if hasattr(lp, name):
+            getattr(lp, name).deactivate()
+    relaxation = HeldRelaxation(lp, EXACT).solve(primal=True)
+    assert unit * data.periods[busiest].multiplier == pytest.approx(relaxation.objective, rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(2))  # seed 2's periods take a minute to prove
+@pytest.mark.parametrize("limits", ["", "cap", "nodes"])
+def test_the_scaled_bound_is_at_most_every_periods_optimum_and_lp(seed, limits):
+    program = _program(seed, limits)
+    data = _group(program)
+    unit = unit_demand_bound(data, columns(data), EXACT)
+    assert unit > 0
+    for t, period in enumerate(program.periods):
+        block = cut_block(program, frozenset({"llama-3.1-8b"}), [t]).data
+        optimum = run_highs(build_model(block), EXACT)
+        relaxation = HeldRelaxation(build_model(block, relaxed=True), EXACT).solve(primal=True)
+        assert optimum.status == "optimal"
+        assert period.multiplier * unit <= relaxation.objective * (1 + 1e-9)
+        assert period.multiplier * unit <= optimum.objective * (1 + 1e-9)
+
+
+def test_a_time_limit_over_many_blocks_bounds_each_period_by_the_scaled_lp():
+    """With more blocks than jobs and a time limit, the merged bound counts each period's
+    scaled bound where it is the higher: at least their hour-weighted sum, at most the plan."""
+    program = _program(0)
+    data = _group(program)
+    unit = unit_demand_bound(data, columns(data), EXACT)
+    solved = solve_program(program, SolveOptions(mip_gap=1e-9, time_limit=600))
+    hours = program.total_hours
+    scaled = sum(p.hours / hours * p.multiplier * unit for p in program.periods)
+    assert solved.outcome.status == "optimal"
+    assert scaled * (1 - 1e-9) <= solved.outcome.bound <= solved.outcome.objective * (1 + 1e-9)
+    assert solved.stats.presolve_seconds > 0
+
+
+def test_only_a_group_split_into_periods_shares_a_bound():
+    """One LP per group of models split into several period blocks, none where a group is one
+    block (price tiers link its periods)."""
+    parts = [
+        (frozenset({"a"}), [0]),
+        (frozenset({"b"}), [0, 1]),
+        (frozenset({"a"}), [2]),
+        (frozenset({"a"}), [1]),
+    ]
+    assert split_by_period(parts, [3, 1, 0, 2]) == [(frozenset({"a"}), [0, 1, 2])]
