@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
 import pyomo.core as pyo
@@ -35,8 +37,8 @@ from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.sizing import Columns, columns
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
-from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
-from fleetopt.scaled_bound import unit_demand_bound
+from fleetopt.presolve import Late, ModelSeconds, Presolved, incumbent_start, presolve
+from fleetopt.scaled_bound import ScaledLp, scaled_lp
 from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
 from fleetopt.verify import verify
 from fleetopt.workers import shared, worker_pool
@@ -204,11 +206,12 @@ class BlockResult:
 BLOCK_SECONDS = 1.0
 """The least time limit a block is given (an LP and a small MIP on most blocks), and what each
 block yet to start keeps of the time left while there is enough for that."""
-LATE_SECONDS = 0.16
+LATE_SECONDS = 0.2
 """What each block yet to start keeps at the least: about what a block takes to answer with its
-arithmetic plan (0.155 s on average over the 138 blocks of the scale benchmark's large
-instance, in one process, each model's columns built once; docs/benchmarks.md). A block left
-less than BLOCK_SECONDS beyond that answers so itself."""
+arithmetic plan, consolidated on its group's scaled LP's configs too (0.198 s on average over
+the 138 blocks of the scale benchmark's large instance, in one process, each model's columns
+built once; docs/benchmarks.md). A block left less than BLOCK_SECONDS beyond that answers so
+itself."""
 
 
 def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) -> Solved:
@@ -233,11 +236,11 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
         groups = split_by_period(parts, order)
     queue = [parts[i] for i in order]
     rounds = [math.ceil((len(parts) - i) / jobs) for i in range(len(parts))]
-    units: dict[frozenset[str], UnitBound] = {}
+    scaled: dict[frozenset[str], GroupLp] = {}
     results = (
-        _in_parallel(data, queue, options, deadline, rounds, jobs, groups, units)
+        _in_parallel(data, queue, options, deadline, rounds, jobs, groups, scaled)
         if jobs > 1
-        else _in_process(data, queue, options, deadline, rounds, groups, units)
+        else _in_process(data, queue, options, deadline, rounds, groups, scaled)
     )
     whole, stats, outcomes = empty_solution(data), Stats(), {}
     for done, (i, result) in enumerate(zip(order, results, strict=True), start=1):
@@ -251,14 +254,12 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
             raise Interrupted(f"interrupted after {done} of {len(parts)} independent blocks")
         add_block(whole, result.values)
     for i, (models, periods) in enumerate(parts):
-        if (unit := units.get(models)) is not None and unit.per_multiplier is not None:
+        if models in scaled and (lp := scaled[models].lp) is not None:
             weight, outcome = outcomes[i]
             (t,) = periods
-            outcomes[i] = (
-                weight,
-                _bounded(outcome, data.periods[t].multiplier * unit.per_multiplier),
-            )
-    stats = stats + sum((unit.stats for unit in units.values()), Stats())
+            bound = data.periods[t].multiplier * lp.per_multiplier
+            outcomes[i] = (weight, _bounded(outcome, bound))
+    stats = stats + sum((group.stats for group in scaled.values()), Stats())
     merged = merge_outcomes([outcomes[i] for i in range(len(parts))])
     return Solved(finish(whole, data), merged, stats)
 
@@ -269,17 +270,20 @@ def block_result(
     deadline: float | None,
     rounds: int = 1,
     cols: Columns | None = None,
+    scaled: frozenset[int] = frozenset(),
 ) -> BlockResult:
     """Solve one block (in this process or a worker) in what is left of the time limit, less
     BLOCK_SECONDS for each later round (`rounds` counts the rounds of blocks yet to start, its
     own included), and at least BLOCK_SECONDS. One that starts with none left, or with less
     than BLOCK_SECONDS beyond LATE_SECONDS a later round, answers with its arithmetic plan
-    (`presolve`, `late`): its LP would be cut short, and the later blocks need that much to
-    answer at all. `cols`: the block's `sizing.columns`, where the caller has them."""
-    late = False
+    (`presolve`, `Late`), consolidated on the configs `scaled` too (those its group's scaled
+    LP uses): its LP would be cut short, and the later blocks need that much to answer at
+    all. `cols`: the block's `sizing.columns`, where the caller has them."""
+    late = None
     if deadline is not None:
         left = deadline - time.monotonic()
-        late = left <= 0 or (rounds > 1 and left - LATE_SECONDS * (rounds - 1) < BLOCK_SECONDS)
+        if left <= 0 or (rounds > 1 and left - LATE_SECONDS * (rounds - 1) < BLOCK_SECONDS):
+            late = Late(scaled)
         share = max(left - BLOCK_SECONDS * (rounds - 1), BLOCK_SECONDS)
         options = dataclasses.replace(options, time_limit=share)
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
@@ -317,16 +321,16 @@ def _in_process(
     deadline: float | None,
     rounds: list[int],
     groups: list[tuple[frozenset[str], list[int]]],
-    units: dict[frozenset[str], UnitBound],
+    scaled: dict[frozenset[str], GroupLp],
 ) -> Iterator[BlockResult]:
-    """Each block's result, solved here one after another, after the groups' unit bounds
-    (into `units`)."""
+    """Each block's result, solved here one after another, after the groups' scaled LPs
+    (into `scaled`)."""
     known: Known = {}
     for models, periods in groups:
-        units[models] = unit_bound(known, data, models, periods, options, deadline)
+        scaled[models] = group_lp(known, data, models, periods, options, deadline)
     for (models, periods), r in zip(parts, rounds, strict=True):
         block, cols = _cut(known, data, models, periods)
-        yield block_result(block, options, deadline, r, cols)
+        yield block_result(block, options, deadline, r, cols, _used(scaled.get(models)))
 
 
 def _in_parallel(
@@ -337,36 +341,57 @@ def _in_parallel(
     rounds: list[int],
     jobs: int,
     groups: list[tuple[frozenset[str], list[int]]],
-    units: dict[frozenset[str], UnitBound],
+    scaled: dict[frozenset[str], GroupLp],
 ) -> Iterator[BlockResult]:
     """Each block's result, in block order, from `jobs` worker processes, each sent the
-    program once and each block's models and periods; the groups' unit bounds first (into
-    `units`, once every block is in). Ctrl-C stops them all: with several blocks under way
-    there is no whole plan to keep."""
+    program once and each block's models and periods. The groups' scaled LPs go first (into
+    `scaled`, once every block is in); the blocks are handed out as workers free up, so that
+    one handed out after its group's LP has the configs it uses. Ctrl-C stops them all: with
+    several blocks under way there is no whole plan to keep."""
     pool = worker_pool(jobs, shared=data)
     options = dataclasses.replace(options, jobs=1)
-    done = 0
+    lps = {
+        models: pool.submit(_shared_group_lp, models, periods, options, deadline)
+        for models, periods in groups
+    }
+    waiting = deque(enumerate(zip(parts, rounds, strict=True)))
+    running: dict[Future, int] = {}
+    finished: dict[int, BlockResult] = {}
+
+    def hand_out() -> None:
+        i, ((models, periods), r) = waiting.popleft()
+        lp = lps.get(models)
+        used = _used(lp.result()) if lp is not None and lp.done() else frozenset()
+        future = pool.submit(_shared_block_result, models, periods, options, deadline, r, used)
+        running[future] = i
+
+    solved = 0
     try:
-        bounds = [
-            (models, pool.submit(_shared_unit_bound, models, periods, options, deadline))
-            for models, periods in groups
-        ]
-        futures = [
-            pool.submit(_shared_block_result, *part, options, deadline, r)
-            for part, r in zip(parts, rounds, strict=True)
-        ]
-        for future in futures:
-            yield future.result()
-            done += 1
-        units.update((models, future.result()) for models, future in bounds)
+        while waiting and len(running) <= jobs:  # one queued beyond the workers: none idles
+            hand_out()
+        for i in range(len(parts)):
+            while i not in finished:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    finished[running.pop(future)] = future.result()
+                    if waiting:
+                        hand_out()
+            yield finished.pop(i)
+            solved += 1
+        scaled.update((models, lp.result()) for models, lp in lps.items())
     except KeyboardInterrupt:
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()
         raise Interrupted(
-            f"interrupted with {done} of {len(parts)} independent blocks solved"
+            f"interrupted with {solved} of {len(parts)} independent blocks solved"
         ) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _used(group: GroupLp | None) -> frozenset[int]:
+    """The configs a group's scaled LP uses (none where it has none)."""
+    return frozenset() if group is None or group.lp is None else group.lp.used
 
 
 def _shared_block_result(
@@ -375,10 +400,11 @@ def _shared_block_result(
     options: SolveOptions,
     deadline: float | None,
     rounds: int,
+    scaled: frozenset[int],
 ) -> BlockResult:
     """`block_result` in a worker, on the block it cuts from the program its pool shares."""
     block, cols = _cut(_known, shared(), models, periods)
-    return block_result(block, options, deadline, rounds, cols)
+    return block_result(block, options, deadline, rounds, cols, scaled)
 
 
 _known: Known = {}
@@ -386,40 +412,41 @@ _known: Known = {}
 
 
 @dataclass(frozen=True)
-class UnitBound:
-    """A group's `scaled_bound.unit_demand_bound` (None where it was not proved in time)."""
+class GroupLp:
+    """A group's `scaled_bound.scaled_lp` (None where it was not proved in time), and the
+    seconds it took."""
 
-    per_multiplier: float | None
+    lp: ScaledLp | None
     stats: Stats
 
 
-def unit_bound(
+def group_lp(
     known: Known,
     data: ProgramData,
     models: frozenset[str],
     periods: list[int],
     options: SolveOptions,
     deadline: float,
-) -> UnitBound:
-    """The bound per unit of demand multiplier of these models' blocks over these periods, in
-    what is left of the time limit (counted as presolve in the stats)."""
+) -> GroupLp:
+    """The scaled LP of these models' blocks over these periods, in what is left of the time
+    limit (counted as presolve in the stats)."""
     began, left = time.perf_counter(), deadline - time.monotonic()
     if left <= 0:
-        return UnitBound(None, Stats())
+        return GroupLp(None, Stats())
     block, cols = _cut(known, data, models, periods)
-    bound = unit_demand_bound(block.data, cols, dataclasses.replace(options, time_limit=left))
-    return UnitBound(bound, Stats(presolve_seconds=time.perf_counter() - began))
+    lp = scaled_lp(block.data, cols, dataclasses.replace(options, time_limit=left))
+    return GroupLp(lp, Stats(presolve_seconds=time.perf_counter() - began))
 
 
-def _shared_unit_bound(
+def _shared_group_lp(
     models: frozenset[str], periods: list[int], options: SolveOptions, deadline: float
-) -> UnitBound:
-    """`unit_bound` in a worker, on the program its pool shares."""
-    return unit_bound(_known, shared(), models, periods, options, deadline)
+) -> GroupLp:
+    """`group_lp` in a worker, on the program its pool shares."""
+    return group_lp(_known, shared(), models, periods, options, deadline)
 
 
 def solve_block(
-    block: Block, options: SolveOptions, late: bool = False, cols: Columns | None = None
+    block: Block, options: SolveOptions, late: Late | None = None, cols: Columns | None = None
 ) -> SolvedBlock:
     """One block, presolved by an incumbent (fleetopt/presolve.py): the reduced program holds
     every plan no dearer than the incumbent, so its optimum is the block's. Where the presolve
@@ -430,7 +457,7 @@ def solve_block(
     presolve_seconds = time.perf_counter() - began
     incumbent = presolved.incumbent
     if incumbent is not None and (
-        incumbent.outcome.interrupted or late or time_spent(options, began)
+        incumbent.outcome.interrupted or late is not None or time_spent(options, began)
     ):
         return _incumbent_answer(block, presolved, None, presolve_seconds)
     built = time.perf_counter()

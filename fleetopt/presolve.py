@@ -104,8 +104,20 @@ class AlonePlan:
     replicas: dict[tuple[int, int], int]
 
 
+@dataclass(frozen=True)
+class Late:
+    """A block that starts with no time for its LP (pipeline.block_result), and the configs
+    its group's scaled LP uses (fleetopt/scaled_bound.py; none where it has none): its
+    restricted program consolidates on them too, as an early block's does on its own LP's."""
+
+    configs: frozenset[int] = frozenset()
+
+
 def presolve(
-    data: ProgramData, options: SolveOptions, late: bool = False, cols: Columns | None = None
+    data: ProgramData,
+    options: SolveOptions,
+    late: Late | None = None,
+    cols: Columns | None = None,
 ) -> Presolved:
     """The program reduced by an incumbent; unchanged where the objective is throughput, or
     where neither the arithmetic plan nor the restricted program gives one. `late` (the time
@@ -120,7 +132,7 @@ def presolve(
 def _presolve(
     data: ProgramData,
     options: SolveOptions,
-    late: bool,
+    late: Late | None,
     cols: Columns | None,
     spent: ModelSeconds,
 ) -> Presolved:
@@ -135,7 +147,9 @@ def _presolve(
     costs = _replica_costs(data)
     first = _cut(data, lambda k, t, bound: _by_cost(costs, k, t, bound, upper), cols=cols)
     consolidating = _consolidating(cheapest[0], first.kept)
-    if late:
+    if late is not None:
+        local = {k: i for i, k in enumerate(first.kept)}
+        consolidating |= {local[k] for k in late.configs if k in local}
         return _arithmetic_only(first, alone, options, consolidating, cols, spent)
     built = time.perf_counter()
     lp = build_model(first.data, relaxed=True)

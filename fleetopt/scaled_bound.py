@@ -19,6 +19,8 @@ HiGHS 2 s. tests/test_scaled_bound.py checks it against `build_model(relaxed=Tru
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
@@ -28,14 +30,28 @@ from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.queueing import NO_QUEUEING
 from fleetopt.solve import SolveOptions, solve_lp
 
+USED = 1e-7
+"""Replicas above which a config counts as used (as `presolve._restricted` reads an LP)."""
+
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
 """A sparse matrix's (row, column, value) triplets."""
 
 
-def unit_demand_bound(data: ProgramData, cols: Columns, options: SolveOptions) -> float | None:
-    """V₁: the block's objective bound per unit of demand multiplier, for every period of
-    `data` (a group's block; its periods' multipliers set the busiest). None where HiGHS does
-    not prove the LP's optimum within the time limit.
+@dataclass(frozen=True)
+class ScaledLp:
+    """The LP's optimum at multiplier 1, and the configs its solution uses."""
+
+    per_multiplier: float
+    """V₁: m_t·V₁ bounds period t's block."""
+    used: frozenset[int]
+    """Configs with x > 0 (the same at every multiplier): a block with no time for its own LP
+    consolidates on them (presolve.Late), as an early block does on its LP's."""
+
+
+def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> ScaledLp | None:
+    """The LP for every period of `data` (a group's block; its periods' multipliers set the
+    busiest), at multiplier 1. None where HiGHS does not prove its optimum within the time
+    limit.
 
     Columns: x[k] for every config, then r[c,k] for every pair that may carry (`carries`).
     Rows: coverage (prefill then decode, one per class, = λ_c), then one per (k, ρ) that a
@@ -56,7 +72,11 @@ def unit_demand_bound(data: ProgramData, cols: Columns, options: SolveOptions) -
     demand = rates[covered]
     lower = np.concatenate([demand, np.full(rows, -np.inf)])
     upper = np.concatenate([demand, np.zeros(rows)])
-    return solve_lp(cost, lower, upper, entries, options)
+    optimum = solve_lp(cost, lower, upper, entries, options)
+    if optimum is None:
+        return None
+    objective, values = optimum
+    return ScaledLp(objective, frozenset(np.flatnonzero(values[:count] > USED).tolist()))
 
 
 def _chord_capacities(data: ProgramData, cols: Columns, rates: np.ndarray) -> np.ndarray:

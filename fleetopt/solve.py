@@ -188,10 +188,10 @@ def solve_lp(
     row_upper: np.ndarray,
     entries: tuple[np.ndarray, np.ndarray, np.ndarray],
     options: SolveOptions,
-) -> float | None:
+) -> tuple[float, np.ndarray] | None:
     """min cost·v over v ≥ 0 with row_lower ≤ A·v ≤ row_upper, A given by its (row, column,
-    value) entries: the optimum, by the primal simplex (as the presolve's first LP), or None
-    where HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
+    value) entries: the optimum and v, by the primal simplex (as the presolve's first LP), or
+    None where HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
     rows, columns, values = entries
     order = np.lexsort((columns, rows))
     starts = np.searchsorted(rows[order], np.arange(len(row_lower)))
@@ -216,7 +216,7 @@ def solve_lp(
         raise Interrupted("interrupted before the solver found any plan")
     if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
-    return highs.getInfo().objective_function_value
+    return highs.getInfo().objective_function_value, np.array(highs.getSolution().col_value)
 
 
 def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None:

@@ -229,7 +229,7 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
     data = _program(_instance(0, TWO_PERIODS))
     limits, solve = [], pipeline.solve_block
 
-    def recorded(block, options, late=False, cols=None):
+    def recorded(block, options, late=None, cols=None):
         limits.append(options.time_limit)
         return solve(block, options, late, cols)
 
@@ -247,8 +247,8 @@ def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(mon
     data = _program(_instance(0, TWO_PERIODS))
     late, solve = [], pipeline.solve_block
 
-    def recorded(block, options, is_late=False, cols=None):
-        late.append(is_late)
+    def recorded(block, options, is_late=None, cols=None):
+        late.append(is_late is not None)
         return solve(block, options, is_late, cols)
 
     monkeypatch.setattr(pipeline, "solve_block", recorded)

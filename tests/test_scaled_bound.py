@@ -9,17 +9,19 @@ reduced the same way, and against each period's proven optimum.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
+from fleetopt import presolve
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import block_parts, cut_block, split_by_period
 from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
-from fleetopt.pipeline import program_data, solve_program
-from fleetopt.scaled_bound import unit_demand_bound
+from fleetopt.pipeline import block_result, program_data, solve_program
+from fleetopt.scaled_bound import scaled_lp
 from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
 
 EXACT = SolveOptions(mip_gap=1e-9)
@@ -69,7 +71,7 @@ def test_the_arrays_lp_is_the_programs_relaxation_less_what_demand_sets(seed, li
     """At the busiest period, the LP from the arrays is `build_model(relaxed=True)` without the
     replica bounds, the hull rows and the GPU caps: the same optimum."""
     data = _group(_program(seed, limits))
-    unit = unit_demand_bound(data, columns(data), EXACT)
+    unit = scaled_lp(data, columns(data), EXACT).per_multiplier
     busiest = max(range(len(data.periods)), key=lambda t: data.periods[t].multiplier)
     peak = cut_block(data, frozenset({"llama-3.1-8b"}), [busiest]).data
     lp = build_model(peak, relaxed=True)
@@ -87,7 +89,7 @@ def test_the_arrays_lp_is_the_programs_relaxation_less_what_demand_sets(seed, li
 def test_the_scaled_bound_is_at_most_every_periods_optimum_and_lp(seed, limits):
     program = _program(seed, limits)
     data = _group(program)
-    unit = unit_demand_bound(data, columns(data), EXACT)
+    unit = scaled_lp(data, columns(data), EXACT).per_multiplier
     assert unit > 0
     for t, period in enumerate(program.periods):
         block = cut_block(program, frozenset({"llama-3.1-8b"}), [t]).data
@@ -103,7 +105,7 @@ def test_a_time_limit_over_many_blocks_bounds_each_period_by_the_scaled_lp():
     scaled bound where it is the higher: at least their hour-weighted sum, at most the plan."""
     program = _program(0)
     data = _group(program)
-    unit = unit_demand_bound(data, columns(data), EXACT)
+    unit = scaled_lp(data, columns(data), EXACT).per_multiplier
     solved = solve_program(program, SolveOptions(mip_gap=1e-9, time_limit=600))
     hours = program.total_hours
     scaled = sum(p.hours / hours * p.multiplier * unit for p in program.periods)
@@ -122,3 +124,40 @@ def test_only_a_group_split_into_periods_shares_a_bound():
         (frozenset({"a"}), [1]),
     ]
     assert split_by_period(parts, [3, 1, 0, 2]) == [(frozenset({"a"}), [0, 1, 2])]
+
+
+def test_a_late_block_consolidates_on_the_configs_its_groups_lp_uses(monkeypatch):
+    """A block with no time for its own LP offers its restricted program the configs the
+    scaled LP uses, beside the arithmetic plan's: still a plan no dearer than that one, within
+    the bounds."""
+    program = _program(0)
+    data = _group(program)
+    used = scaled_lp(data, columns(data), EXACT).used
+    offered, restricted = [], presolve._restricted
+
+    def recorded(data, lp, options, consolidating, spent, start=None):
+        offered.append({data.configs[k].key for k in consolidating})
+        return restricted(data, lp, options, consolidating, spent, start)
+
+    monkeypatch.setattr(presolve, "_restricted", recorded)
+    block = cut_block(program, frozenset({"llama-3.1-8b"}), [0])
+    optimum = run_highs(build_model(block.data), EXACT).objective
+    late = block_result(block, EXACT, deadline=time.monotonic() - 1.0, scaled=used)
+    assert {block.data.configs[k].key for k in used} <= offered[0]  # none dearer than U₀ here
+    assert late.outcome.status == "feasible"
+    assert late.outcome.bound <= optimum * (1 + 1e-9) <= late.outcome.objective * (1 + 1e-9)
+    assert late.outcome.objective <= presolve._alone_plan(block.data).objective * (1 + 1e-9)
+
+
+def test_workers_handed_blocks_as_they_free_up_give_the_same_plan():
+    """Under a time limit the blocks go to the workers as they free up (after the scaled LPs):
+    the same values as solved one by one here."""
+    program = _program(1)
+    here, workers = (
+        solve_program(program, SolveOptions(mip_gap=1e-9, time_limit=600, jobs=jobs))
+        for jobs in (1, 2)
+    )
+    assert here.outcome.status == workers.outcome.status == "optimal"
+    assert workers.solution.x == here.solution.x
+    assert workers.outcome.objective == here.outcome.objective
+    assert workers.outcome.bound == here.outcome.bound
