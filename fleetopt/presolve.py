@@ -54,6 +54,8 @@ from fleetopt.formulation.sizing import (
 from fleetopt.handoff import INF
 from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, time_spent
 
+USED = 1e-7
+"""Replicas above which an LP solution uses a config (the restricted program's configs)."""
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
 START_SECONDS = 1.0
@@ -380,7 +382,7 @@ def _restricted(
     (the arithmetic plan's replicas), its configs too, and HiGHS starts from it: a plan in
     hand however short the time."""
     start = start or {}
-    used = set() if lp is None else {k for (k, _), v in lp.x.items() if (v.value or 0.0) > 1e-7}
+    used = set() if lp is None else {k for (k, _), v in lp.x.items() if (v.value or 0.0) > USED}
     configs = sorted(used | consolidating | {k for k, _ in start})
     built = time.perf_counter()
     model = build_model(data.restricted(configs))

@@ -13,8 +13,8 @@ Independent blocks).
 
 The LP is assembled from the coefficient arrays the presolve's arithmetic reads
 (`sizing.columns`: every capacity row is Σ_c u_kcρ·r[c,k] ≤ cap_kρ·x[k]), not built in Pyomo:
-on the large benchmark instance's 7,459-config model, building and handing it off took 4 s, and
-HiGHS 2 s. tests/test_scaled_bound.py checks it against `build_model(relaxed=True)` so reduced.
+on the large benchmark instance's 7,459-config model, building and handing it off took 3 s,
+and HiGHS 2 s. tests/test_scaled_bound.py checks it against `build_model(relaxed=True)` so reduced.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from fleetopt.formulation.prefill import chord_coefficient
 from fleetopt.formulation.sizing import Columns, replica_prices, replicas_alone
 from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.queueing import NO_QUEUEING
+from fleetopt.presolve import USED
 from fleetopt.solve import SolveOptions, solve_lp
-
-USED = 1e-7
-"""Replicas above which a config counts as used (as `presolve._restricted` reads an LP)."""
 
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
 """A sparse matrix's (row, column, value) triplets."""
@@ -63,13 +61,13 @@ def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> Scaled
     rates = np.array([c.requests_per_s for c in data.classes], dtype=float)
     busiest = max(period.multiplier for period in data.periods)
     capacity = _chord_capacities(data, cols, busiest * rates)
-    covering, covered = _coverage(data, routes, route)
+    covering = _coverage(data, routes, route)
     limiting, rows = _capacity(cols, capacity, route, 2 * classes)
     entries = tuple(np.concatenate(pair) for pair in zip(covering, limiting, strict=True))
     tp = np.array([config.tp for config in data.configs], dtype=float)
     cost = np.zeros(count + len(routes))
     cost[:count] = replica_prices(data) + GPU_COUNT_TIE_BREAK * (tp + 1.0)
-    demand = rates[covered]
+    demand = np.tile(rates, 2)  # the prefill rows, then the decode rows
     lower = np.concatenate([demand, np.full(rows, -np.inf)])
     upper = np.concatenate([demand, np.zeros(rows)])
     optimum = solve_lp(cost, lower, upper, entries, options)
@@ -94,19 +92,15 @@ def _chord_capacities(data: ProgramData, cols: Columns, rates: np.ndarray) -> np
     return capacity
 
 
-def _coverage(
-    data: ProgramData, routes: np.ndarray, route: np.ndarray
-) -> tuple[Entries, np.ndarray]:
-    """Σ_{k does prefill} r[c,k] and Σ_{k does decode} r[c,k]: rows c and C + c, and the class
-    of each row."""
+def _coverage(data: ProgramData, routes: np.ndarray, route: np.ndarray) -> Entries:
+    """Σ_{k does prefill} r[c,k] and Σ_{k does decode} r[c,k]: rows c and C + c."""
     classes = len(data.classes)
     k, c = routes[:, 0], routes[:, 1]
     prefills = np.array([config.op.does_prefill for config in data.configs])[k]
     decodes = np.array([config.op.does_decode for config in data.configs])[k]
     rows = np.concatenate([c[prefills], classes + c[decodes]])
     columns = np.concatenate([route[k, c][prefills], route[k, c][decodes]])
-    entries = (rows, columns, np.ones(len(rows)))
-    return entries, np.tile(np.arange(classes), 2)
+    return rows, columns, np.ones(len(rows))
 
 
 def _capacity(
