@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 
 from fleetopt.catalog import Gpu, Model, gpu_catalog, model_catalog
 from fleetopt.errors import InfeasibleError
@@ -52,6 +53,40 @@ def analytic_instance(
         "workloads": [workload],
         "serving": {"modes": list(modes), "tensor_parallel": list(tensor_parallel)},
     }
+
+
+def seeded_instance(seed: int, limits: dict, classes: int = 2) -> dict:
+    """Seeded classes of llama-3.1-8b on an l40s and an h100-sxm, queueing, both serving modes,
+    tp 1 and 2, with the limits asked for: `nodes` (whole h100 nodes of 8), `cap` (at most
+    `cap` l40s GPUs), and `objective`, `pricing` or `demand_profile` as given."""
+    rng = random.Random(seed)
+    gpus = [{"type": "l40s"}, {"type": "h100-sxm"}]
+    if limits.get("nodes"):
+        gpus[1]["gpus_per_node"] = 8
+    if limits.get("cap"):
+        gpus[0]["max_gpus"] = limits["cap"]
+    workloads = [
+        {
+            "name": f"class-{i}",
+            "model": "llama-3.1-8b",
+            "requests_per_s": round(rng.uniform(3, 30), 1),
+            "input_tokens": rng.choice([300, 1000, 3000]),
+            "output_tokens": rng.choice([100, 300, 600]),
+            "slo": {"ttft_ms": rng.choice([500, 1000, 2000]), "tpot_ms": rng.choice([30, 50])},
+        }
+        for i in range(classes)
+    ]
+    data = {
+        "name": f"seeded-{seed}",
+        "gpus": gpus,
+        "models": [{"name": "llama-3.1-8b"}],
+        "workloads": workloads,
+        "serving": {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2]},
+    }
+    data.update(
+        {k: v for k, v in limits.items() if k in ("objective", "pricing", "demand_profile")}
+    )
+    return data
 
 
 def solve(data: dict) -> Plan:

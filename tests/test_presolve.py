@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import time
 
 import pyomo.core as pyo
 import pytest
+from helpers import seeded_instance
 
 from fleetopt import pipeline
 from fleetopt.catalog import resolve
@@ -40,44 +40,13 @@ EXACT = SolveOptions(mip_gap=1e-9)
 LIMITS = {
     "plain": {},
     "whole nodes": {"nodes": True},
-    "cap": {"cap": True},
+    "cap": {"cap": 3},
     "budget": {"objective": {"minimize": "cost", "budget_per_hour": 500.0}},
     "tiers": {
         "pricing": {"reserved_price_factor": 0.6, "spot_price_factor": 0.35},
         "demand_profile": {"period_hours": 1, "multipliers": [0.5, 1.0]},
     },
 }
-
-
-def _instance(seed: int, limits: dict) -> dict:
-    rng = random.Random(seed)
-    gpus = [{"type": "l40s"}, {"type": "h100-sxm"}]
-    if limits.get("nodes"):
-        gpus[1]["gpus_per_node"] = 8
-    if limits.get("cap"):
-        gpus[0]["max_gpus"] = 3
-    workloads = [
-        {
-            "name": f"class-{i}",
-            "model": "llama-3.1-8b",
-            "requests_per_s": round(rng.uniform(3, 30), 1),
-            "input_tokens": rng.choice([300, 1000, 3000]),
-            "output_tokens": rng.choice([100, 300, 600]),
-            "slo": {"ttft_ms": rng.choice([500, 1000, 2000]), "tpot_ms": rng.choice([30, 50])},
-        }
-        for i in range(2)
-    ]
-    data = {
-        "name": f"presolve-{seed}",
-        "gpus": gpus,
-        "models": [{"name": "llama-3.1-8b"}],
-        "workloads": workloads,
-        "serving": {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2]},
-    }
-    data.update(
-        {k: v for k, v in limits.items() if k in ("objective", "pricing", "demand_profile")}
-    )
-    return data
 
 
 def _program(data: dict):
@@ -88,7 +57,7 @@ def _program(data: dict):
 @pytest.mark.parametrize("limits", list(LIMITS))
 @pytest.mark.parametrize("seed", range(2))
 def test_presolved_program_has_the_whole_programs_optimum(seed, limits):
-    data = _program(_instance(seed, LIMITS[limits]))
+    data = _program(seeded_instance(seed, LIMITS[limits]))
     whole = run_highs(build_model(data), EXACT)
     presolved = solve_program(data, EXACT)
     assert whole.status == presolved.outcome.status == "optimal"
@@ -98,7 +67,7 @@ def test_presolved_program_has_the_whole_programs_optimum(seed, limits):
 @pytest.mark.parametrize("limits", list(LIMITS))
 @pytest.mark.parametrize("seed", range(2))
 def test_the_optimum_lies_within_the_proven_bounds(seed, limits):
-    data = _program(_instance(seed, LIMITS[limits]))
+    data = _program(seeded_instance(seed, LIMITS[limits]))
     model = build_model(data)
     assert run_highs(model, EXACT).status == "optimal"
     optimum = {key: round(pyo.value(var)) for key, var in model.x.items()}
@@ -117,7 +86,7 @@ def test_the_optimum_lies_within_the_proven_bounds(seed, limits):
 @pytest.mark.parametrize("seed", range(2))
 def test_proven_bounds_are_never_above_the_demands(seed, limits):
     """`replica_bounds` takes a bound the presolve proved as it is, without the demand's."""
-    reduced = presolve(_program(_instance(seed, LIMITS[limits])), EXACT)
+    reduced = presolve(_program(seeded_instance(seed, LIMITS[limits])), EXACT)
     demand = replica_bounds(dataclasses.replace(reduced.data, replica_bounds={}))
     assert reduced.data.replica_bounds
     assert replica_bounds(reduced.data) == reduced.data.replica_bounds
@@ -127,7 +96,7 @@ def test_proven_bounds_are_never_above_the_demands(seed, limits):
 
 def test_presolve_drops_configs_and_keeps_the_incumbent():
     """On a multi-class instance the incumbent proves most configs out; its own stay."""
-    data = _program(_instance(0, {}))
+    data = _program(seeded_instance(0, {}))
     reduced = presolve(data, EXACT)
     assert len(reduced.kept) < len(data.configs)
     used = {
@@ -139,7 +108,7 @@ def test_presolve_drops_configs_and_keeps_the_incumbent():
 
 def test_throughput_objective_is_left_as_it_is():
     data = _program(
-        {**_instance(0, {}), "objective": {"maximize": "throughput", "budget_per_hour": 50.0}}
+        {**seeded_instance(0, {}), "objective": {"maximize": "throughput", "budget_per_hour": 50.0}}
     )
     reduced = presolve(data, EXACT)
     assert reduced.kept == list(range(len(data.configs)))
@@ -152,7 +121,7 @@ def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     """The presolve cuts by the arithmetic plan's objective and, short of time, starts HiGHS
     from its replicas: held at them (capped at the replica bounds where classes pool), the
     program has a plan no dearer than that objective."""
-    data = _program(_instance(seed, LIMITS[limits]))
+    data = _program(seeded_instance(seed, LIMITS[limits]))
     alone = _alone_plan(data)
     if alone is None:  # over a cap or the budget: no arithmetic plan, nothing cut by it
         assert limits in ("cap", "budget")
@@ -171,7 +140,7 @@ def test_an_lp_bounded_in_place_solves_as_the_one_built_anew(seed):
     them, hull rows an LP broke) instead of building it again: it must be the LP of the
     program restricted to those bounds, so both solve to the same objective. (Seeds whose
     bounds below raise the LP's objective; on seed 2 another optimum escapes them.)"""
-    data = _program(_instance(seed, {}))
+    data = _program(seeded_instance(seed, {}))
     lp = build_model(data, relaxed=True)
     held = HeldRelaxation(lp, EXACT)
     first = held.solve(primal=True)
@@ -199,7 +168,7 @@ TWO_PERIODS = {"demand_profile": {"period_hours": 1, "multipliers": [0.5, 1.0]}}
 
 @pytest.mark.parametrize("seed", range(2))
 def test_a_block_that_starts_with_no_time_left_answers_with_its_arithmetic_plan(seed):
-    data = _program(_instance(seed, {}))
+    data = _program(seeded_instance(seed, {}))
     optimum = solve_program(data, EXACT).outcome.objective
     [block] = independent_blocks(data)
     late = block_result(block, SolveOptions(time_limit=60.0), deadline=time.monotonic() - 1.0)
@@ -209,7 +178,7 @@ def test_a_block_that_starts_with_no_time_left_answers_with_its_arithmetic_plan(
 
 
 def test_a_first_lp_out_of_time_leaves_the_arithmetic_plan_as_the_incumbent(monkeypatch):
-    data = _program(_instance(0, {}))
+    data = _program(seeded_instance(0, {}))
     monkeypatch.setattr(HeldRelaxation, "solve", lambda self, primal=False: None)
     reduced = presolve(data, EXACT)
     assert reduced.incumbent is not None
@@ -218,7 +187,7 @@ def test_a_first_lp_out_of_time_leaves_the_arithmetic_plan_as_the_incumbent(monk
 
 
 def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan():
-    instance = parse_instance(_instance(0, TWO_PERIODS))
+    instance = parse_instance(seeded_instance(0, TWO_PERIODS))
     optimum = plan_fleet(instance, EXACT).cost_per_hour
     hurried = plan_fleet(instance, SolveOptions(time_limit=1e-12))  # verified, or it raises
     assert hurried.status == "feasible"
@@ -226,7 +195,7 @@ def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan(
 
 
 def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
-    data = _program(_instance(0, TWO_PERIODS))
+    data = _program(seeded_instance(0, TWO_PERIODS))
     limits, solve = [], pipeline.solve_block
 
     def recorded(block, options, late=None, cols=None):
@@ -244,7 +213,7 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
 def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(monkeypatch):
     """Less than BLOCK_SECONDS once the later blocks' reserve is kept: the first of two blocks
     answers at once; the last keeps no reserve and has its LP."""
-    data = _program(_instance(0, TWO_PERIODS))
+    data = _program(seeded_instance(0, TWO_PERIODS))
     late, solve = [], pipeline.solve_block
 
     def recorded(block, options, is_late=None, cols=None):
@@ -261,7 +230,7 @@ def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(mon
 @pytest.mark.parametrize("limits", list(LIMITS))
 @pytest.mark.parametrize("seed", range(3))
 def test_the_arithmetic_bound_is_a_bound(seed, limits):
-    data = _program(_instance(seed, LIMITS[limits]))
+    data = _program(seeded_instance(seed, LIMITS[limits]))
     optimum = solve_program(data, EXACT).outcome.objective
     bound = _arithmetic_bound(data, columns(data))
     assert 0 < bound <= optimum * (1 + 1e-9)

@@ -8,10 +8,10 @@ reduced the same way, and against each period's proven optimum.
 
 from __future__ import annotations
 
-import random
 import time
 
 import pytest
+from helpers import seeded_instance
 
 from fleetopt import presolve
 from fleetopt.catalog import resolve
@@ -29,31 +29,9 @@ MULTIPLIERS = [0.35, 1.0, 0.6, 0.8]
 
 
 def _program(seed: int, limits: str = ""):
-    rng = random.Random(seed)
-    gpus = [{"type": "l40s"}, {"type": "h100-sxm"}]
-    if limits == "cap":
-        gpus[0]["max_gpus"] = 4
-    if limits == "nodes":
-        gpus[1]["gpus_per_node"] = 8
-    workloads = [
-        {
-            "name": f"class-{i}",
-            "model": "llama-3.1-8b",
-            "requests_per_s": round(rng.uniform(3, 30), 1),
-            "input_tokens": rng.choice([300, 1000, 3000]),
-            "output_tokens": rng.choice([100, 300, 600]),
-            "slo": {"ttft_ms": rng.choice([500, 1000, 2000]), "tpot_ms": rng.choice([30, 50])},
-        }
-        for i in range(3)
-    ]
-    data = {
-        "name": f"scaled-{seed}",
-        "gpus": gpus,
-        "models": [{"name": "llama-3.1-8b"}],
-        "workloads": workloads,
-        "serving": {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2]},
-        "demand_profile": {"period_hours": 1, "multipliers": MULTIPLIERS},
-    }
+    profile = {"demand_profile": {"period_hours": 1, "multipliers": MULTIPLIERS}}
+    extra = {"cap": {"cap": 4}, "nodes": {"nodes": True}}.get(limits, {})
+    data = seeded_instance(seed, profile | extra, classes=3)
     resolved = resolve(parse_instance(data))
     return program_data(resolved, enumerate_configs(resolved))
 
