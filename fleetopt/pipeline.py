@@ -37,7 +37,7 @@ from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.sizing import Columns, columns
 from fleetopt.instance import Instance, Pricing
 from fleetopt.plan import Plan
-from fleetopt.presolve import Late, ModelSeconds, Presolved, incumbent_start, presolve
+from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
 from fleetopt.scaled_bound import ScaledLp, scaled_lp
 from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
 from fleetopt.verify import verify
@@ -276,19 +276,18 @@ def block_result(
     BLOCK_SECONDS for each later round (`rounds` counts the rounds of blocks yet to start, its
     own included), and at least BLOCK_SECONDS. One that starts with none left, or with less
     than BLOCK_SECONDS beyond LATE_SECONDS a later round, answers with its arithmetic plan
-    (`presolve`, `Late`), consolidated on the configs `scaled` too (those its group's scaled
-    LP uses): its LP would be cut short, and the later blocks need that much to answer at
-    all. `cols`: the block's `sizing.columns`, where the caller has them."""
-    late = None
+    (`presolve`, `late`): its LP would be cut short, and the later blocks need that much to
+    answer at all. `cols`: the block's `sizing.columns`, where the caller has them; `scaled`:
+    the configs its group's scaled LP uses, where known (the presolve consolidates on them)."""
+    late = False
     if deadline is not None:
         left = deadline - time.monotonic()
-        if left <= 0 or (rounds > 1 and left - LATE_SECONDS * (rounds - 1) < BLOCK_SECONDS):
-            late = Late(scaled)
+        late = left <= 0 or (rounds > 1 and left - LATE_SECONDS * (rounds - 1) < BLOCK_SECONDS)
         share = max(left - BLOCK_SECONDS * (rounds - 1), BLOCK_SECONDS)
         options = dataclasses.replace(options, time_limit=share)
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
     with PauseGC():
-        solved = solve_block(block, options, late, cols)
+        solved = solve_block(block, options, late, cols, scaled)
         values = None
         if solved.outcome.status not in ("infeasible", "no_solution"):
             values = block_values(solved.block, solved.model)
@@ -446,18 +445,22 @@ def _shared_group_lp(
 
 
 def solve_block(
-    block: Block, options: SolveOptions, late: Late | None = None, cols: Columns | None = None
+    block: Block,
+    options: SolveOptions,
+    late: bool = False,
+    cols: Columns | None = None,
+    scaled: frozenset[int] = frozenset(),
 ) -> SolvedBlock:
     """One block, presolved by an incumbent (fleetopt/presolve.py): the reduced program holds
     every plan no dearer than the incumbent, so its optimum is the block's. Where the presolve
     spent the time limit (or `late`: none was left), its incumbent is the answer."""
     began = time.perf_counter()
-    presolved = presolve(block.data, options, late, cols)
+    presolved = presolve(block.data, options, late, cols, scaled)
     reduced = Block(presolved.data, [block.configs[k] for k in presolved.kept], block.periods)
     presolve_seconds = time.perf_counter() - began
     incumbent = presolved.incumbent
     if incumbent is not None and (
-        incumbent.outcome.interrupted or late is not None or time_spent(options, began)
+        incumbent.outcome.interrupted or late or time_spent(options, began)
     ):
         return _incumbent_answer(block, presolved, None, presolve_seconds)
     built = time.perf_counter()

@@ -42,8 +42,8 @@ class ScaledLp:
     per_multiplier: float
     """V₁: m_t·V₁ bounds period t's block."""
     used: frozenset[int]
-    """Configs with x > 0 (the same at every multiplier): a block with no time for its own LP
-    consolidates on them (presolve.Late), as an early block does on its LP's."""
+    """Configs with x > 0 (the same at every multiplier): a block started once they are known
+    consolidates on them (`presolve._consolidating`)."""
 
 
 def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> ScaledLp | None:

@@ -198,9 +198,9 @@ def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
     data = _program(seeded_instance(0, TWO_PERIODS))
     limits, solve = [], pipeline.solve_block
 
-    def recorded(block, options, late=None, cols=None):
+    def recorded(block, options, late=False, cols=None, scaled=frozenset()):
         limits.append(options.time_limit)
-        return solve(block, options, late, cols)
+        return solve(block, options, late, cols, scaled)
 
     monkeypatch.setattr(pipeline, "solve_block", recorded)
     solve_program(data, SolveOptions(time_limit=5.0))
@@ -216,9 +216,9 @@ def test_a_block_left_too_little_for_its_lp_answers_with_its_arithmetic_plan(mon
     data = _program(seeded_instance(0, TWO_PERIODS))
     late, solve = [], pipeline.solve_block
 
-    def recorded(block, options, is_late=None, cols=None):
-        late.append(is_late is not None)
-        return solve(block, options, is_late, cols)
+    def recorded(block, options, is_late=False, cols=None, scaled=frozenset()):
+        late.append(is_late)
+        return solve(block, options, is_late, cols, scaled)
 
     monkeypatch.setattr(pipeline, "solve_block", recorded)
     limit = pipeline.BLOCK_SECONDS + pipeline.LATE_SECONDS / 2
