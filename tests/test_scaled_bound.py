@@ -133,15 +133,16 @@ def test_a_block_consolidates_on_the_configs_its_groups_lp_uses(monkeypatch, lat
         assert result.outcome.objective == pytest.approx(optimum, rel=1e-7)
 
 
-def test_workers_handed_blocks_as_they_free_up_give_the_same_plan():
+def test_workers_handed_blocks_as_they_free_up_reach_the_same_optimum():
     """Under a time limit the blocks go to the workers as they free up (after the scaled LPs):
-    the same values as solved one by one here."""
+    the same optimum and bound as solved one by one here. (A block handed out before its
+    group's LP is in consolidates on fewer configs, so among plans of equal cost it may find
+    another.)"""
     program = _program(1)
     here, workers = (
         solve_program(program, SolveOptions(mip_gap=1e-9, time_limit=600, jobs=jobs))
         for jobs in (1, 2)
     )
     assert here.outcome.status == workers.outcome.status == "optimal"
-    assert workers.solution.x == here.solution.x
-    assert workers.outcome.objective == here.outcome.objective
-    assert workers.outcome.bound == here.outcome.bound
+    assert workers.outcome.objective == pytest.approx(here.outcome.objective, rel=2e-9)
+    assert workers.outcome.bound == pytest.approx(here.outcome.bound, rel=2e-9)
