@@ -86,19 +86,9 @@ def hand_off(model: pyo.ConcreteModel) -> Loaded:
     cost = np.zeros(len(columns))
     cost[costed] = list(terms.values())
 
-    highs = quiet_highs()
     low, high = np.array([_bounds(var) for var in columns], dtype=float).reshape(-1, 2).T
-    empty = np.array([], dtype=np.int32)
-    highs.addCols(len(columns), cost, low, high, 0, empty, empty, np.array([]))
-    highs.addRows(
-        len(rows),
-        lower,
-        upper,
-        len(index),
-        starts,
-        np.array(index, dtype=np.int32),
-        np.array(value),
-    )
+    matrix = (starts, np.array(index, dtype=np.int32), np.array(value))
+    highs = matrix_highs(cost, (low, high), (lower, upper), matrix)
     integral = np.array([j for j, v in enumerate(columns) if v.is_integer()], dtype=np.int32)
     if len(integral):
         kind = np.full(len(integral), highspy.HighsVarType.kInteger)
@@ -109,12 +99,22 @@ def hand_off(model: pyo.ConcreteModel) -> Loaded:
     return Loaded(highs, columns, rows)
 
 
-def quiet_highs() -> highspy.Highs:
+def matrix_highs(
+    cost: np.ndarray,
+    columns: tuple[np.ndarray, np.ndarray],
+    rows: tuple[np.ndarray, np.ndarray],
+    matrix: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> highspy.Highs:
     """A HiGHS object that writes nothing (its banner, written by the first one of a process,
-    included)."""
+    included), holding min cost·v over columns' (lower, upper) bounds, with rows' lower ≤ A·v ≤
+    upper, A by rows: (starts, column indices, values). Bounds at ±INF are free."""
     with _stdout_to_devnull():
         highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
+    (low, high), (lower, upper), (starts, index, value) = columns, rows, matrix
+    empty = np.array([], dtype=np.int32)
+    highs.addCols(len(cost), cost, low, high, 0, empty, empty, np.array([]))
+    highs.addRows(len(lower), lower, upper, len(index), starts, index, value)
     return highs
 
 

@@ -19,7 +19,7 @@ from pyomo.core.base.constraint import ConstraintData
 from pyomo.core.base.var import VarData
 
 from fleetopt.errors import Interrupted
-from fleetopt.handoff import INF, hand_off, quiet_highs
+from fleetopt.handoff import INF, hand_off, matrix_highs
 
 
 def default_jobs() -> int:
@@ -158,12 +158,7 @@ class HeldRelaxation:
         presolve's first LP of thousands of configs, whose later LPs then prune as far."""
         highs = self.loaded.highs
         highs.clearSolver()
-        strategy = PRIMAL_SIMPLEX if primal else DUAL_SIMPLEX
-        _configure(highs, self.options, {"simplex_strategy": strategy})
-        _, interrupted = _run(highs)
-        if interrupted:
-            raise Interrupted("interrupted before the solver found any plan")
-        if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        if not _optimal_lp(highs, self.options, PRIMAL_SIMPLEX if primal else DUAL_SIMPLEX):
             return None
         self.loaded.load_values()
         columns, duals = self.loaded.columns, highs.getSolution().col_dual
@@ -194,29 +189,27 @@ def solve_lp(
     None where HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
     rows, columns, values = entries
     order = np.lexsort((columns, rows))
-    starts = np.searchsorted(rows[order], np.arange(len(row_lower)))
-    highs = quiet_highs()
-    quiet = dataclasses.replace(options, verbose=False)
-    _configure(highs, quiet, {"simplex_strategy": PRIMAL_SIMPLEX})
-    empty = np.array([], dtype=np.int32)
-    highs.addCols(
-        len(cost), cost, np.zeros(len(cost)), np.full(len(cost), INF), 0, empty, empty, np.array([])
-    )
-    highs.addRows(
-        len(row_lower),
+    starts = np.searchsorted(rows[order], np.arange(len(row_lower))).astype(np.int32)
+    matrix = (starts, columns[order].astype(np.int32), values[order].astype(float))
+    bounds = (
         np.where(np.isfinite(row_lower), row_lower, -INF),
         np.where(np.isfinite(row_upper), row_upper, INF),
-        len(values),
-        starts.astype(np.int32),
-        columns[order].astype(np.int32),
-        values[order].astype(float),
     )
+    highs = matrix_highs(cost, (np.zeros(len(cost)), np.full(len(cost), INF)), bounds, matrix)
+    if not _optimal_lp(highs, dataclasses.replace(options, verbose=False), PRIMAL_SIMPLEX):
+        return None
+    return highs.getInfo().objective_function_value, np.array(highs.getSolution().col_value)
+
+
+def _optimal_lp(highs: highspy.Highs, options: SolveOptions, strategy: int) -> bool:
+    """Solve the LP HiGHS holds by this simplex: whether it proved an optimum (not where it is
+    infeasible or out of time). Ctrl-C stops it with Interrupted: an LP has no incumbent to
+    keep."""
+    _configure(highs, options, {"simplex_strategy": strategy})
     _, interrupted = _run(highs)
     if interrupted:
         raise Interrupted("interrupted before the solver found any plan")
-    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
-    return highs.getInfo().objective_function_value, np.array(highs.getSolution().col_value)
+    return highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
 
 
 def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None:
