@@ -131,7 +131,9 @@ def test_blocks_worth_more_per_second_go_first():
 
 def test_a_time_limit_reorders_the_blocks_not_their_answers():
     """Under a time limit blocks start in `worth_first` order and merge in block order: with
-    time enough for every block, the same values as without a limit."""
+    time enough for every block, the same values as without a limit (the scaled LPs' configs,
+    which the limit also offers each block's restricted program, change its incumbent, not its
+    optimum, unique here)."""
     data = _program(_data(2))
     free = solve_program(data, EXACT)
     limited = solve_program(data, SolveOptions(mip_gap=1e-9, time_limit=600))
