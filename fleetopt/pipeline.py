@@ -257,7 +257,8 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
         if models in scaled and (lp := scaled[models].lp) is not None:
             weight, outcome = outcomes[i]
             (t,) = periods
-            bound = data.periods[t].multiplier * lp.per_multiplier
+            multiplier = data.periods[t].multiplier
+            bound = multiplier * lp.at(multiplier).per_multiplier
             outcomes[i] = (weight, _bounded(outcome, bound))
     stats = stats + sum((group.stats for group in scaled.values()), Stats())
     merged = merge_outcomes([outcomes[i] for i in range(len(parts))])
@@ -278,7 +279,8 @@ def block_result(
     than BLOCK_SECONDS beyond LATE_SECONDS a later round, answers with its arithmetic plan
     (`presolve`, `late`): its LP would be cut short, and the later blocks need that much to
     answer at all. `cols`: the block's `sizing.columns`, where the caller has them; `scaled`:
-    the configs its group's scaled LP uses, where known (the presolve consolidates on them)."""
+    the configs its group's scaled LP uses at the block's level, where known (the presolve
+    consolidates on them)."""
     late = False
     if deadline is not None:
         left = deadline - time.monotonic()
@@ -329,7 +331,8 @@ def _in_process(
         scaled[models] = group_lp(known, data, models, periods, options, deadline)
     for (models, periods), r in zip(parts, rounds, strict=True):
         block, cols = _cut(known, data, models, periods)
-        yield block_result(block, options, deadline, r, cols, _used(scaled.get(models)))
+        used = _used(scaled.get(models), data, periods)
+        yield block_result(block, options, deadline, r, cols, used)
 
 
 def _in_parallel(
@@ -360,7 +363,7 @@ def _in_parallel(
     def hand_out() -> None:
         i, ((models, periods), r) = waiting.popleft()
         lp = lps.get(models)
-        used = _used(lp.result()) if lp is not None and lp.done() else frozenset()
+        used = _used(lp.result(), data, periods) if lp is not None and lp.done() else frozenset()
         future = pool.submit(_shared_block_result, models, periods, options, deadline, r, used)
         running[future] = i
 
@@ -388,9 +391,13 @@ def _in_parallel(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _used(group: GroupLp | None) -> frozenset[int]:
-    """The configs a group's scaled LP uses (none where it has none)."""
-    return frozenset() if group is None or group.lp is None else group.lp.used
+def _used(group: GroupLp | None, data: ProgramData, periods: list[int]) -> frozenset[int]:
+    """The configs a group's scaled LP uses at the level of the block's period (none where it
+    has none)."""
+    if group is None or group.lp is None:
+        return frozenset()
+    (t,) = periods
+    return group.lp.at(data.periods[t].multiplier).used
 
 
 def _shared_block_result(

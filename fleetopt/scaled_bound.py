@@ -9,7 +9,9 @@ the busiest period, is a relaxation of every period's block (the chord's slope g
 falls as X grows, and X grows with the demand). Every row left is homogeneous in (r, x) and the
 demand enters only the coverage rows, so its optimum at multiplier m is m·V₁, with V₁ its
 optimum at multiplier 1: one LP, and m_t·V₁ bounds period t's block (docs/formulation.md,
-Independent blocks).
+Independent blocks). With the chords drawn to a quieter period's replica bounds instead, the
+same LP bounds every period at or below that one, more tightly: it is solved again, from its
+last basis, at a few such levels (`LEVEL_RATIO`), and each period takes the tightest.
 
 The LP is assembled from the coefficient arrays the presolve's arithmetic reads
 (`sizing.columns`: every capacity row is Σ_c u_kcρ·r[c,k] ≤ cap_kρ·x[k]), not built in Pyomo:
@@ -19,6 +21,8 @@ and HiGHS 2 s. tests/test_scaled_bound.py checks it against `build_model(relaxed
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,67 +33,120 @@ from fleetopt.formulation.sizing import Columns, replica_prices, replicas_alone
 from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.queueing import NO_QUEUEING
 from fleetopt.presolve import USED
-from fleetopt.solve import SolveOptions, solve_lp
+from fleetopt.solve import MatrixLp, SolveOptions
 
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
 """A sparse matrix's (row, column, value) triplets."""
 
+LEVEL_RATIO = 0.85
+"""A new level of chords wherever a period's demand falls below this share of the last level's
+(periods taken busiest first). On the scale benchmark's large instance (24 periods, 0.30-0.98
+of the peak): 6 levels a model, and the bounds of the 138 blocks answering by arithmetic 11.6%
+below their plans, against 13.4% with one level and 11.3% with a level per period; each level
+after the first a warm re-solve of hundredths of a second (docs/benchmarks.md)."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """The LP with every chord drawn to the replica bounds of one period's demand."""
+
+    multiplier: float
+    """That period's: the level bounds every period at or below it."""
+    per_multiplier: float
+    """V₁ at these chords: m·V₁ bounds a period of multiplier m ≤ `multiplier`."""
+    used: frozenset[int]
+    """Configs with x > 0 (the same at every multiplier the level bounds): a block started
+    once they are known consolidates on them (`presolve._consolidating`)."""
+
 
 @dataclass(frozen=True)
 class ScaledLp:
-    """The LP's optimum at multiplier 1, and the configs its solution uses."""
+    """The levels solved within the time limit, the busiest first."""
 
-    per_multiplier: float
-    """V₁: m_t·V₁ bounds period t's block."""
-    used: frozenset[int]
-    """Configs with x > 0 (the same at every multiplier): a block started once they are known
-    consolidates on them (`presolve._consolidating`)."""
+    levels: tuple[Level, ...]
+
+    def at(self, multiplier: float) -> Level:
+        """The tightest level that bounds a period of this multiplier: the last one at or
+        above it (the busiest bounds every period)."""
+        return [level for level in self.levels if level.multiplier >= multiplier][-1]
 
 
 def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> ScaledLp | None:
-    """The LP for every period of `data` (a group's block; its periods' multipliers set the
-    busiest), at multiplier 1. None where HiGHS does not prove its optimum within the time
-    limit.
+    """The LP for every period of `data` (a group's block) at multiplier 1, its chords drawn
+    at each level in turn (`level_multipliers`), re-solved from the last basis; the levels
+    solved before the time limit, or None where not even the busiest is.
 
     Columns: x[k] for every config, then r[c,k] for every pair that may carry (`carries`).
     Rows: coverage (prefill then decode, one per class, = λ_c), then one per (k, ρ) that a
     class uses: Σ_c u_kcρ·r[c,k] − cap_kρ·x[k] ≤ 0."""
+    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     count, classes = len(data.configs), len(data.classes)
     routes = np.argwhere(cols.carries)  # (k, c) of each r column, in order
     route = np.full(cols.carries.shape, -1, dtype=np.int64)
     route[routes[:, 0], routes[:, 1]] = count + np.arange(len(routes))
     rates = np.array([c.requests_per_s for c in data.classes], dtype=float)
-    busiest = max(period.multiplier for period in data.periods)
-    capacity = _chord_capacities(data, cols, busiest * rates)
+    multipliers = level_multipliers([period.multiplier for period in data.periods])
+    capacity = cols.capacity.copy()
+    pooled, chords = _chords(data, cols, multipliers[0] * rates)
+    if len(pooled):
+        capacity[pooled, cols.prefill] = -chords
+    else:  # no chord: one level, the same at every demand
+        multipliers = multipliers[:1]
     covering = _coverage(data, routes, route)
-    limiting, rows = _capacity(cols, capacity, route, 2 * classes)
+    limiting, row = _capacity(cols, capacity, route, 2 * classes)
     entries = tuple(np.concatenate(pair) for pair in zip(covering, limiting, strict=True))
     tp = np.array([config.tp for config in data.configs], dtype=float)
     cost = np.zeros(count + len(routes))
     cost[:count] = replica_prices(data) + GPU_COUNT_TIE_BREAK * (tp + 1.0)
     demand = np.tile(rates, 2)  # the prefill rows, then the decode rows
+    rows = int((row >= 0).sum())
     lower = np.concatenate([demand, np.full(rows, -np.inf)])
     upper = np.concatenate([demand, np.zeros(rows)])
-    optimum = solve_lp(cost, lower, upper, entries, options)
-    if optimum is None:
-        return None
-    objective, values = optimum
-    return ScaledLp(objective, frozenset(np.flatnonzero(values[:count] > USED).tolist()))
+    lp = MatrixLp(cost, lower, upper, entries)
+    levels: list[Level] = []
+    for multiplier in multipliers:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        if levels:
+            pooled, chords = _chords(data, cols, multiplier * rates)
+            held = row[pooled, cols.prefill] >= 0
+            lp.set_coefficients(row[pooled, cols.prefill][held], pooled[held], chords[held])
+        optimum = lp.solve(dataclasses.replace(options, time_limit=left))
+        if optimum is None:
+            break
+        objective, values = optimum
+        used = frozenset(np.flatnonzero(values[:count] > USED).tolist())
+        levels.append(Level(multiplier, objective, used))
+    return ScaledLp(tuple(levels)) if levels else None
 
 
-def _chord_capacities(data: ProgramData, cols: Columns, rates: np.ndarray) -> np.ndarray:
-    """[k, ρ]: each replica's capacities, the pooled prefill's at the chord to the replica
-    bound at these requests/s (`chord_coefficient`, as `pool_chord`)."""
-    capacity = cols.capacity.copy()
+def level_multipliers(multipliers: list[float]) -> list[float]:
+    """The busiest period's multiplier, then, going down, each period's that falls below
+    LEVEL_RATIO of the last taken."""
+    levels: list[float] = []
+    for multiplier in sorted(set(multipliers), reverse=True):
+        if not levels or multiplier < LEVEL_RATIO * levels[-1]:
+            levels.append(multiplier)
+    return levels
+
+
+def _chords(data: ProgramData, cols: Columns, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The configs whose prefill pools (queueing bites), and the coefficient of x in each one's
+    pooled prefill row at the chord to its replica bound at these requests/s
+    (`chord_coefficient`, as `pool_chord`): −(what one replica carries)."""
     if cols.prefill is None:
-        return capacity
+        return np.array([], dtype=np.int64), np.array([])
     bounds = replicas_alone(
         cols, {c.name: rate for c, rate in zip(data.classes, rates, strict=True)}
     )
-    for k, config in enumerate(data.configs):
-        if config.queue != NO_QUEUEING and PREFILL in config.capacity:
-            capacity[k, cols.prefill] = -chord_coefficient(config, int(bounds[k]))
-    return capacity
+    pooled = [
+        k
+        for k, config in enumerate(data.configs)
+        if config.queue != NO_QUEUEING and PREFILL in config.capacity
+    ]
+    chords = [chord_coefficient(data.configs[k], int(bounds[k])) for k in pooled]
+    return np.array(pooled, dtype=np.int64), np.array(chords, dtype=float)
 
 
 def _coverage(data: ProgramData, routes: np.ndarray, route: np.ndarray) -> Entries:
@@ -105,9 +162,9 @@ def _coverage(data: ProgramData, routes: np.ndarray, route: np.ndarray) -> Entri
 
 def _capacity(
     cols: Columns, capacity: np.ndarray, route: np.ndarray, first: int
-) -> tuple[Entries, int]:
+) -> tuple[Entries, np.ndarray]:
     """Σ_c u_kcρ·r[c,k] − cap_kρ·x[k] ≤ 0 for every (k, ρ) that a class uses, numbered from
-    `first`; and how many."""
+    `first`; and the row of each (k, ρ) (−1 where none)."""
     used = cols.carries[:, :, None] & np.isfinite(capacity)[:, None, :] & (cols.usage != 0)
     held = used.any(axis=1)
     row = np.full(held.shape, -1, dtype=np.int64)
@@ -119,4 +176,4 @@ def _capacity(
         np.concatenate([route[k, c], held_k]),
         np.concatenate([cols.usage[k, c, resource], -capacity[held_k, held_resource]]),
     )
-    return entries, int(held.sum())
+    return entries, row

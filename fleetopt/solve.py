@@ -177,28 +177,44 @@ class HeldRelaxation:
         self.loaded.highs.addRow(-INF, upper, len(index), index, np.array(coefs, dtype=float))
 
 
-def solve_lp(
-    cost: np.ndarray,
-    row_lower: np.ndarray,
-    row_upper: np.ndarray,
-    entries: tuple[np.ndarray, np.ndarray, np.ndarray],
-    options: SolveOptions,
-) -> tuple[float, np.ndarray] | None:
+class MatrixLp:
     """min cost·v over v ≥ 0 with row_lower ≤ A·v ≤ row_upper, A given by its (row, column,
-    value) entries: the optimum and v, by the primal simplex (as the presolve's first LP), or
-    None where HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
-    rows, columns, values = entries
-    order = np.lexsort((columns, rows))
-    starts = np.searchsorted(rows[order], np.arange(len(row_lower))).astype(np.int32)
-    matrix = (starts, columns[order].astype(np.int32), values[order].astype(float))
-    bounds = (
-        np.where(np.isfinite(row_lower), row_lower, -INF),
-        np.where(np.isfinite(row_upper), row_upper, INF),
-    )
-    highs = matrix_highs(cost, (np.zeros(len(cost)), np.full(len(cost), INF)), bounds, matrix)
-    if not _optimal_lp(highs, dataclasses.replace(options, verbose=False), PRIMAL_SIMPLEX):
-        return None
-    return highs.getInfo().objective_function_value, np.array(highs.getSolution().col_value)
+    value) entries, handed to HiGHS as arrays and held there: solved, then solved again from its
+    last basis once some coefficients change (`scaled_bound`'s levels: a few simplex iterations
+    each, where the first solve takes thousands)."""
+
+    def __init__(
+        self,
+        cost: np.ndarray,
+        row_lower: np.ndarray,
+        row_upper: np.ndarray,
+        entries: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> None:
+        rows, columns, values = entries
+        order = np.lexsort((columns, rows))
+        starts = np.searchsorted(rows[order], np.arange(len(row_lower))).astype(np.int32)
+        matrix = (starts, columns[order].astype(np.int32), values[order].astype(float))
+        bounds = (
+            np.where(np.isfinite(row_lower), row_lower, -INF),
+            np.where(np.isfinite(row_upper), row_upper, INF),
+        )
+        columns_bounds = (np.zeros(len(cost)), np.full(len(cost), INF))
+        self.highs = matrix_highs(cost, columns_bounds, bounds, matrix)
+
+    def solve(self, options: SolveOptions) -> tuple[float, np.ndarray] | None:
+        """The optimum and v, by the primal simplex (as the presolve's first LP), or None where
+        HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
+        highs = self.highs
+        if not _optimal_lp(highs, dataclasses.replace(options, verbose=False), PRIMAL_SIMPLEX):
+            return None
+        return highs.getInfo().objective_function_value, np.array(highs.getSolution().col_value)
+
+    def set_coefficients(self, rows: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
+        """A[row, column] = value for each triplet, in place."""
+        for row, column, value in zip(
+            rows.tolist(), columns.tolist(), values.tolist(), strict=True
+        ):
+            self.highs.changeCoeff(row, column, value)
 
 
 def _optimal_lp(highs: highspy.Highs, options: SolveOptions, strategy: int) -> bool:

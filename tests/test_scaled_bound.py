@@ -21,7 +21,7 @@ from fleetopt.formulation.blocks import block_parts, cut_block, split_by_period
 from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, program_data, solve_program
-from fleetopt.scaled_bound import scaled_lp
+from fleetopt.scaled_bound import Level, ScaledLp, level_multipliers, scaled_lp
 from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
 
 EXACT = SolveOptions(mip_gap=1e-9)
@@ -45,21 +45,35 @@ def _group(data):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("limits", ["", "cap", "nodes"])
-def test_the_arrays_lp_is_the_programs_relaxation_less_what_demand_sets(seed, limits):
-    """At the busiest period, the LP from the arrays is `build_model(relaxed=True)` without the
-    replica bounds, the hull rows and the GPU caps: the same optimum."""
+def test_each_level_is_the_programs_relaxation_less_what_demand_sets(seed, limits):
+    """At each level's period (here every period: each demand is below 0.85 of the last), the
+    LP from the arrays, re-solved with that period's chords, is `build_model(relaxed=True)` of
+    that period without the replica bounds, the hull rows and the GPU caps: the same optimum."""
     data = _group(_program(seed, limits))
-    unit = scaled_lp(data, columns(data), EXACT).per_multiplier
-    busiest = max(range(len(data.periods)), key=lambda t: data.periods[t].multiplier)
-    peak = cut_block(data, frozenset({"llama-3.1-8b"}), [busiest]).data
-    lp = build_model(peak, relaxed=True)
-    for var in lp.x.values():
-        var.setub(None)
-    for name in ("pool_hull", "gpu_cap"):
-        if hasattr(lp, name):
-            getattr(lp, name).deactivate()
-    relaxation = HeldRelaxation(lp, EXACT).solve(primal=True)
-    assert unit * data.periods[busiest].multiplier == pytest.approx(relaxation.objective, rel=1e-7)
+    levels = scaled_lp(data, columns(data), EXACT).levels
+    assert [level.multiplier for level in levels] == sorted(MULTIPLIERS, reverse=True)
+    per_multiplier = [level.per_multiplier for level in levels]
+    assert per_multiplier == sorted(per_multiplier)  # quieter chords never carry more
+    for level in levels:
+        t = MULTIPLIERS.index(level.multiplier)
+        lp = build_model(cut_block(data, frozenset({"llama-3.1-8b"}), [t]).data, relaxed=True)
+        for var in lp.x.values():
+            var.setub(None)
+        for name in ("pool_hull", "gpu_cap"):
+            if hasattr(lp, name):
+                getattr(lp, name).deactivate()
+        relaxation = HeldRelaxation(lp, EXACT).solve(primal=True)
+        scaled = level.per_multiplier * level.multiplier
+        assert scaled == pytest.approx(relaxation.objective, rel=1e-7)
+
+
+def test_levels_start_at_the_busiest_period_and_each_bounds_the_periods_below_it():
+    assert level_multipliers([0.5, 1.0, 0.9, 0.84, 0.7, 0.3, 0.84]) == [1.0, 0.84, 0.7, 0.5, 0.3]
+    assert level_multipliers([0.6]) == [0.6]
+    levels = ScaledLp(tuple(Level(m, 10.0 * m, frozenset({i})) for i, m in enumerate([1.0, 0.5])))
+    assert [levels.at(m).multiplier for m in (1.0, 0.9, 0.5, 0.2)] == [1.0, 1.0, 0.5, 0.5]
+    data = _group(_program(0))
+    assert scaled_lp(data, columns(data), SolveOptions(time_limit=0.0)) is None  # no time left
 
 
 @pytest.mark.parametrize("seed", range(2))  # seed 2's periods take a minute to prove
@@ -67,9 +81,10 @@ def test_the_arrays_lp_is_the_programs_relaxation_less_what_demand_sets(seed, li
 def test_the_scaled_bound_is_at_most_every_periods_optimum_and_lp(seed, limits):
     program = _program(seed, limits)
     data = _group(program)
-    unit = scaled_lp(data, columns(data), EXACT).per_multiplier
-    assert unit > 0
+    lp = scaled_lp(data, columns(data), EXACT)
     for t, period in enumerate(program.periods):
+        unit = lp.at(period.multiplier).per_multiplier
+        assert unit > 0
         block = cut_block(program, frozenset({"llama-3.1-8b"}), [t]).data
         optimum = run_highs(build_model(block), EXACT)
         relaxation = HeldRelaxation(build_model(block, relaxed=True), EXACT).solve(primal=True)
@@ -83,10 +98,13 @@ def test_a_time_limit_over_many_blocks_bounds_each_period_by_the_scaled_lp():
     scaled bound where it is the higher: at least their hour-weighted sum, at most the plan."""
     program = _program(0)
     data = _group(program)
-    unit = scaled_lp(data, columns(data), EXACT).per_multiplier
+    lp = scaled_lp(data, columns(data), EXACT)
     solved = solve_program(program, SolveOptions(mip_gap=1e-9, time_limit=600))
     hours = program.total_hours
-    scaled = sum(p.hours / hours * p.multiplier * unit for p in program.periods)
+    periods = program.periods
+    scaled = sum(
+        p.hours / hours * p.multiplier * lp.at(p.multiplier).per_multiplier for p in periods
+    )
     assert solved.outcome.status == "optimal"
     assert scaled * (1 - 1e-9) <= solved.outcome.bound <= solved.outcome.objective * (1 + 1e-9)
     assert solved.stats.presolve_seconds > 0
@@ -111,7 +129,7 @@ def test_a_block_consolidates_on_the_configs_its_groups_lp_uses(monkeypatch, lat
     no dearer than the arithmetic one, within the bounds; with time, the block's optimum."""
     program = _program(0)
     data = _group(program)
-    used = scaled_lp(data, columns(data), EXACT).used
+    used = scaled_lp(data, columns(data), EXACT).at(program.periods[0].multiplier).used
     offered, restricted = [], presolve._restricted
 
     def recorded(data, lp, options, consolidating, spent, start=None):
