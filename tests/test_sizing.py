@@ -45,7 +45,7 @@ def test_replicas_alone_are_the_fewest_that_carry_the_rates(name):
     names = [c.name for c in data.classes]
     checked = 0
     for group in [names, *([n] for n in names)]:
-        for scale in (0.01, 1.0, 7.0):  # a trickle, the stated demand, far more
+        for scale in (0.01, 1.0, 7.0, 3000.0):  # a trickle, the stated demand, far more
             rates = {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
             need = replicas_alone(cols, rates)
             for k, config in enumerate(data.configs):

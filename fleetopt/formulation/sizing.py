@@ -120,11 +120,23 @@ def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
     p = cols.prefill
     k = np.flatnonzero(np.isfinite(cols.capacity[:, p]) & (loads[:, p] > 0))
     target, cap = loads[k, p] * (1 - ROUNDING), cols.capacity[k, p]
+    need[k, p] = np.maximum(need[k, p], _on_the_tail(cols, k, target / cap))
     while k.size:  # one more replica where the pool carries less than the load
         short = pooled(cols, k, need[k, p]) * cap < target
         need[k[short], p] += 1
         k, target, cap = k[short], target[short], cap[short]
     return need.max(axis=1, initial=0)
+
+
+def _on_the_tail(cols: Columns, k: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """A replica count at most the fewest that carry `load` (in replicas' worth) where that
+    lies beyond the expansion, on the tail line f(N)/u + rate·(n − N) (one less, for rounding),
+    so that the search above starts there, not one replica at a time from ⌈load⌉ (millions of
+    steps at the largest demands); 0 elsewhere."""
+    size, rate = cols.size[k], cols.tail[k]
+    beyond = (load > cols.heads[k, size]) & (rate > 0)
+    reach = (load - cols.heads[k, size]) / np.where(beyond, rate, 1.0)
+    return np.where(beyond, size + np.floor(reach).astype(np.int64) - 1, 0)
 
 
 def cheapest_per_request(cost: np.ndarray, role: np.ndarray) -> np.ndarray:
