@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from fleetopt.command_support import (
+    FiniteRange,
     OneLineGroup,
     OutputPath,
     load_checked_instance,
@@ -90,7 +91,7 @@ def _write(text: str, output: str | None) -> None:
 )
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     help="Maximise throughput within this $/hour instead of minimising cost "
     "(shortcut for objective: {maximize: throughput, budget_per_hour: B}).",
 )
@@ -173,12 +174,12 @@ def validate(instance_file) -> None:
 @click.option(
     "--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel size."
 )
-@click.option("--input-tokens", type=click.FloatRange(min=1), required=True, help="Prompt length.")
-@click.option("--output-tokens", type=click.FloatRange(min=1), required=True, help="Output length.")
+@click.option("--input-tokens", type=FiniteRange(min=1), required=True, help="Prompt length.")
+@click.option("--output-tokens", type=FiniteRange(min=1), required=True, help="Output length.")
 @click.option("--weight-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True)
 @click.option("--kv-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True)
-@click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), help="TTFT limit.")
-@click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), help="TPOT limit.")
+@click.option("--ttft-ms", type=FiniteRange(min=0, min_open=True), help="TTFT limit.")
+@click.option("--tpot-ms", type=FiniteRange(min=0, min_open=True), help="TPOT limit.")
 @click.option(
     "--role",
     type=click.Choice(["colocated", "prefill", "decode"]),

@@ -4,6 +4,7 @@ before any work is done. Command modules import from here, never from `fleetopt.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -20,6 +21,17 @@ from fleetopt.errors import FleetoptError, InputError, Interrupted
 
 if TYPE_CHECKING:
     from fleetopt.instance import Instance
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange that refuses nan and ±inf too, which pass its comparisons (nan) or
+    its open end (inf) and would reach the model as lengths or budgets."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def one_line_errors(func: Callable) -> Callable:
@@ -169,14 +181,14 @@ def solver_options(each: str = "") -> Callable[[Callable], Callable]:
     def decorate(func: Callable) -> Callable:
         func = click.option(
             "--mip-gap",
-            type=click.FloatRange(min=0),
+            type=FiniteRange(min=0),
             default=1e-4,
             show_default=True,
             help=f"Relative optimality gap at which the solver stops{suffix}.",
         )(func)
         return click.option(
             "--time-limit",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteRange(min=0, min_open=True),
             help=f"Solver time limit{suffix}, seconds.",
         )(func)
 

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -454,6 +455,14 @@ class DemandProfile(Strict):
     """One factor per period, in order: every workload's rate is scaled by it in that period
     (0 = no traffic). The fleet may differ by period; reserved GPUs are kept in all of them."""
 
+    @field_validator("multipliers")
+    @classmethod
+    def _some_traffic(cls, multipliers: list[float]) -> list[float]:
+        """A profile of zeros has no demand to plan for (and no peak to compare a plan with)."""
+        if not any(multipliers):
+            raise ValueError("every period is 0 (no traffic at all); give at least one above 0")
+        return multipliers
+
 
 class Pricing(Strict):
     """Price tiers relative to the on-demand price."""
@@ -724,7 +733,7 @@ def parse_instance(data: dict, source: str = "instance") -> Instance:
         instance = Instance.model_validate(data, context={"source": source})
     except ValidationError as exc:
         raise InputError(f"{source}: {describe_validation_error(exc, data)}") from None
-    problem = _range_problem(instance)
+    problem = range_problem(instance)
     if problem:
         raise InputError(f"{source}: {problem}")
     return instance
@@ -765,7 +774,7 @@ def _non_finite(value: object, loc: tuple = ()) -> tuple | None:
     return None
 
 
-def _range_problem(instance: Instance) -> str | None:
+def range_problem(instance: Instance) -> str | None:
     """The first rate, price or request length outside the supported RANGES."""
     checks: list[tuple[str, str, float | None]] = []
     for w in instance.workloads:

@@ -113,6 +113,10 @@ BAD_INPUTS = {
         ["workloads[chat]", "not both"],
     ),
     "not-a-mapping": ("- just\n- a list\n", ["mapping"]),
+    "no-traffic-in-any-period": (
+        _edit(demand_profile={"multipliers": [0, 0, 0]}),
+        ["demand_profile.multipliers", "every period is 0", "at least one above 0"],
+    ),
 }
 
 
@@ -314,6 +318,24 @@ USAGE_ERRORS = {
         ["--input-tokens", "fleetopt perf --help"],
     ),
     "path-is-a-folder": (["validate", "."], ["INSTANCE_FILE", "is a directory"]),
+    "not-a-number": (
+        ["perf", "--model", "llama-3.1-8b", "--gpu", "l40s", "--input-tokens", "nan"],
+        ["--input-tokens", "'nan' is not a finite number", "fleetopt perf --help"],
+    ),
+    "infinite": (
+        [
+            "perf",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "l40s",
+            "--input-tokens",
+            "9",
+            "--output-tokens",
+            "inf",
+        ],
+        ["--output-tokens", "'inf' is not a finite number"],
+    ),
 }
 
 

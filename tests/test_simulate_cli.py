@@ -124,6 +124,26 @@ def test_not_a_plan(files, tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda plan: plan.update(pools=[]), "pools: empty, no fleet to simulate"),
+        (lambda plan: plan["pools"][0].update(replicas=0), "pools[0].replicas: 0, not a whole"),
+        (
+            lambda plan: plan["workloads"][0]["routes"][0].update(pool=7),
+            "routes: pool 7 is not in pools",
+        ),
+    ],
+)
+def test_a_plan_edited_into_one_nothing_could_serve(files, tmp_path, edit, message):
+    instance, plan = files
+    data = json.loads(Path(plan).read_text())
+    edit(data)
+    edited = tmp_path / "plan.json"
+    edited.write_text(json.dumps(data))
+    assert message in _one_line_error(_run("simulate", str(edited), "--instance", instance))
+
+
 def test_solve_then_simulate(files):
     instance, _ = files
     result = _run("solve", instance, "--simulate")

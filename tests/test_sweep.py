@@ -100,6 +100,14 @@ def test_an_absent_optional_section_is_created():
         ("workloads.chat.slo.tpot_ms=30,30", "30 given twice"),
         ("workloads.chat.slo.tpot_ms", "expected PATH=V1,V2,..."),
         ("workloads.chat.slo.tpot_ms=inf", "inf is not a finite number"),
+        (
+            "workloads.chat.requests_per_s=2e6",
+            "outside the supported range 0.001 to 1e+06 requests/s",
+        ),
+        (
+            "gpus.l40s.price_per_gpu_hour=1e-6",
+            "outside the supported range 0.01 to 1,000 $ per GPU-hour",
+        ),
     ],
 )
 def test_bad_path_or_value_is_one_line_exit_2(tmp_path, spec, message):

@@ -24,7 +24,7 @@ from fleetopt.calibrate.observation import Observation, predict
 from fleetopt.calibrate.overlay import write_overlay
 from fleetopt.calibrate.results import Run, read_runs
 from fleetopt.catalog import gpu_catalog
-from fleetopt.command_support import max_num_seqs_option, one_line_errors
+from fleetopt.command_support import FiniteRange, max_num_seqs_option, one_line_errors
 from fleetopt.dtypes import DTYPES
 from fleetopt.perf.efficiency import describe, efficiency_for_spec
 
@@ -103,8 +103,8 @@ def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, ou
 @click.argument("csv_file", type=click.Path(dir_okay=False))
 @click.option("--model", required=True, help="Model name as the instance lists it.")
 @click.option("--gpu", required=True, help="GPU type as the instance lists it.")
-@click.option("--ttft-ms", type=click.FloatRange(min=0, min_open=True), help="Drop slower rows.")
-@click.option("--tpot-ms", type=click.FloatRange(min=0, min_open=True), help="Drop slower rows.")
+@click.option("--ttft-ms", type=FiniteRange(min=0, min_open=True), help="Drop slower rows.")
+@click.option("--tpot-ms", type=FiniteRange(min=0, min_open=True), help="Drop slower rows.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write YAML here.")
 @one_line_errors
 def import_aiconfigurator(csv_file, model, gpu, ttft_ms, tpot_ms, output) -> None:

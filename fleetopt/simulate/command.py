@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fleetopt.command_support import load_checked_instance, one_line_errors
+from fleetopt.command_support import FiniteRange, load_checked_instance, one_line_errors
 from fleetopt.errors import InputError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--cv",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     help="Coefficient of variation of gamma inter-arrival times (>1: bursty).",
 )
 @click.option(
@@ -92,8 +92,27 @@ def _plan(path: str) -> Plan:
     try:
         if not isinstance(data, dict):
             raise TypeError(f"a JSON object expected, not {type(data).__name__}")
-        return Plan.from_dict(data)
+        plan = Plan.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(
             f"{path}: not a fleetopt plan ({exc}); write one with `fleetopt solve --format json`"
         ) from None
+    problem = _unservable(plan)
+    if problem:
+        raise InputError(f"{path}: {problem}; simulate a plan as `fleetopt solve` wrote it")
+    return plan
+
+
+def _unservable(plan: Plan) -> str | None:
+    """What makes a (hand-edited) plan one that no request could be served by: no pools, a
+    pool without replicas, a route to a pool that is not there."""
+    if not plan.pools:
+        return "pools: empty, no fleet to simulate"
+    for i, pool in enumerate(plan.pools):
+        if not isinstance(pool.replicas, int) or pool.replicas < 1:
+            return f"pools[{i}].replicas: {pool.replicas!r}, not a whole number of at least 1"
+    for workload in plan.workloads:
+        for route in workload.routes:
+            if not isinstance(route.pool, int) or not 0 <= route.pool < len(plan.pools):
+                return f"workloads[{workload.name}].routes: pool {route.pool!r} is not in pools"
+    return None

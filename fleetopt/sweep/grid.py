@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetopt.errors import InputError
-from fleetopt.instance import Instance, describe_validation_error
+from fleetopt.instance import Instance, describe_validation_error, range_problem
 
 Scalar = int | float | str
 _TOKEN = re.compile(r"\[([^\]]+)\]|([^.\[\]]+)")
@@ -134,6 +134,9 @@ def with_values(instance: Instance, changes: dict[str, Scalar], where: str) -> I
         raise InputError(
             f"{where}: makes the instance invalid: {describe_validation_error(exc, data)}"
         ) from None
+    problem = range_problem(variant)
+    if problem:
+        raise InputError(f"{where}: makes the instance invalid: {problem}")
     try:
         resolve(variant)
     except InputError as exc:
