@@ -105,3 +105,25 @@ def test_cli_takes_the_solver_limits(both):
     assert "stopped" not in to_table(both)
     stopped = dataclasses.replace(both, plan_status="feasible", plan_mip_gap=0.031)
     assert "(feasible: the solver stopped before proving it, gap 3.10%)" in to_table(stopped)
+
+
+def test_a_profile_and_price_tiers_are_left_out_of_the_comparison():
+    """The rule sizes for the stated rates at on-demand prices: the plan it is compared with is
+    solved so too (the same plan as without them), and the report says what was left out."""
+    tiered = load_instance(INSTANCES / "diurnal-chat-70b.yaml")
+    assert tiered.demand_profile is not None and tiered.pricing is not None
+    plain = tiered.model_copy(update={"demand_profile": None, "pricing": None})
+    ex, expected = explain(tiered), explain(plain)
+    assert ex.left_out == ["demand_profile", "pricing"] and expected.left_out == []
+    assert ex.plan_cost_per_hour == expected.plan_cost_per_hour
+    assert ex.plan_gpus == expected.plan_gpus and ex.rule_gpus == expected.rule_gpus
+    assert "demand_profile and pricing left out of the plan here" in to_table(ex)
+
+
+def test_the_verdict_signs_gpus_and_dollars_apart(both):
+    """More GPUs need not cost more (another GPU type): each difference says its own sign."""
+    fewer_dearer = dataclasses.replace(both, rule_gpus=both.plan_gpus - 1)
+    fewer_dearer = dataclasses.replace(
+        fewer_dearer, rule_cost_per_hour=both.plan_cost_per_hour + 0.6
+    )
+    assert "the rule buys 1 GPUs fewer and costs 0.60 $/h more" in to_table(fewer_dearer)

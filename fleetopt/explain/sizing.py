@@ -103,6 +103,9 @@ class Explanation:
     plan_mip_gap: float | None
     rule_gpus: int
     rule_cost_per_hour: float
+    left_out: list[str]
+    """What of the instance the plan here is solved without, to compare like with like: the
+    rule sizes for the stated rates at on-demand prices (`demand_profile`, `pricing`)."""
 
     @property
     def over_gpus(self) -> int:
@@ -123,6 +126,8 @@ class Explanation:
 def explain(instance: Instance, options: SolveOptions | None = None) -> Explanation:
     """Demand in tokens/s, GPU-seconds per class and GPU type, and the requests/s rule's error
     against the real plan (solved here, so an infeasible instance raises as `solve` does)."""
+    left_out = [name for name in ("demand_profile", "pricing") if getattr(instance, name)]
+    instance = instance.model_copy(update=dict.fromkeys(left_out))
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     price = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
@@ -145,6 +150,7 @@ def explain(instance: Instance, options: SolveOptions | None = None) -> Explanat
         plan_mip_gap=plan.mip_gap,
         rule_gpus=sum(rule.gpus for rule in rules),
         rule_cost_per_hour=sum(rule.cost_per_hour for rule in rules),
+        left_out=left_out,
     )
 
 

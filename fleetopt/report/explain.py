@@ -84,13 +84,21 @@ def rule_lines(ex: Explanation) -> list[str]:
         f"{r.requests_per_s:,.2f} req/s → {r.gpus} GPUs, {r.cost_per_hour:,.2f} $/h"
         for r in ex.rules
     ]
-    verdict = "over-provisions" if ex.over_gpus >= 0 else "under-provisions"
     proof = "" if ex.plan_status == "optimal" else f" ({_unproven(ex)})"
+    gpus = f"{abs(ex.over_gpus)} GPUs {'more' if ex.over_gpus >= 0 else 'fewer'}"
+    cost = (
+        f"{abs(ex.over_cost_per_hour):,.2f} $/h {'more' if ex.over_cost_per_hour >= 0 else 'less'}"
+    )
     lines.append(
         f"requests/s rule: {ex.rule_gpus} GPUs, {ex.rule_cost_per_hour:,.2f} $/h · "
         f"plan (tokens/s): {ex.plan_gpus} GPUs, {ex.plan_cost_per_hour:,.2f} $/h{proof} · "
-        f"the rule {verdict} by {abs(ex.over_gpus)} GPUs, {abs(ex.over_cost_per_hour):,.2f} $/h"
+        f"the rule buys {gpus} and costs {cost}"
     )
+    if ex.left_out:
+        lines.append(
+            f"compared at the stated rates and on-demand prices: {' and '.join(ex.left_out)} "
+            "left out of the plan here, as the rule has neither (`fleetopt solve` plans with them)"
+        )
     return lines
 
 
