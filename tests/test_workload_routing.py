@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from itertools import pairwise
 
 import numpy as np
@@ -101,6 +102,30 @@ def test_the_plan_is_the_cheapest_answer_and_states_its_saving(plan):
         assert saving == pytest.approx(routing[f"{key}_cost_per_hour"] - plan.cost_per_hour)
         assert saving >= 0
     assert [w.name for w in plan.workloads] == [b["name"] for b in routing["buckets"]]
+
+
+def test_a_time_limit_covers_the_whole_search():
+    """Each split is solved in what is left of the limit (at least MIN_SECONDS); once it is
+    spent no further split is tried, and the record says the search was cut short. Here the
+    first solve outlasts the limit (it sleeps past it after planning)."""
+    limits = []
+
+    def slow(instance, options):
+        limits.append(options.time_limit)
+        answer = plan_fleet(instance, options)
+        time.sleep(0.3)
+        return answer
+
+    instance = parse_instance(copy.deepcopy(HISTOGRAM))
+    plan = routing.plan_length_routing(instance, SolveOptions(time_limit=0.2), slow)
+    assert len(limits) == 1 and limits[0] >= routing.MIN_SECONDS
+    assert plan.length_routing["chosen"] == "one_pool"
+    assert plan.length_routing["time_limit_cut_short"] is True
+
+
+def test_without_a_time_limit_every_split_is_tried(plan):
+    assert plan.length_routing["time_limit_cut_short"] is False
+    assert plan.length_routing["best_two_pool_cost_per_hour"] is not None
 
 
 def test_buckets_cover_the_mix_and_carry_its_rate(plan):

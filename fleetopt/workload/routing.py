@@ -11,10 +11,14 @@ stands in for it). Answers, each a set of boundaries per data-given workload:
 
 The plan is the cheapest answer within `buckets`, so routing by length never costs more than
 the simple answers; `length_routing` records the buckets, their tail lengths and every cost.
+A time limit covers the whole search: each split is solved in what is left of it (at least
+MIN_SECONDS), and once it is spent no further split is tried.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 
 from fleetopt.errors import InfeasibleError
@@ -32,6 +36,8 @@ from fleetopt.workload.derive import Sample, sample_of
 
 AUTO_GAIN = 0.01
 """`buckets: auto` adds a boundary while it cuts the plan's cost by more than this share."""
+MIN_SECONDS = 1.0
+"""The least time limit a split is solved in once the search's own is nearly spent."""
 
 Edges = dict[str, tuple[int, ...]]
 """Lower prompt-length edges of each data-given workload's buckets (the first is always 1)."""
@@ -48,6 +54,10 @@ class Router:
         solve: Callable[[Instance, SolveOptions], Plan],
     ) -> None:
         self.instance, self.options, self.solve = instance, options, solve
+        limit = options.time_limit
+        self.deadline = None if limit is None else time.monotonic() + limit
+        self.cut_short = False
+        """A split was left untried because the time limit was spent."""
         self.workloads = {w.name: w for w in instance.workloads if w.from_data}
         self.samples: dict[str, Sample] = {n: sample_of(w) for n, w in self.workloads.items()}
         self.candidates = {
@@ -63,11 +73,24 @@ class Router:
         key = tuple(sorted(edges.items()))
         if key not in self._answers:
             try:
-                plan = self.solve(self.split(edges), self.options)
+                plan = self.solve(self.split(edges), self._left())
                 self._answers[key] = (edges, plan, None)
             except InfeasibleError as exc:
                 self._answers[key] = (edges, None, exc)
         return self._answers[key]
+
+    def _left(self) -> SolveOptions:
+        """The options with what is left of the time limit, at least MIN_SECONDS."""
+        if self.deadline is None:
+            return self.options
+        left = max(self.deadline - time.monotonic(), MIN_SECONDS)
+        return dataclasses.replace(self.options, time_limit=left)
+
+    def spent(self) -> bool:
+        """The time limit is spent: no further split is tried (and the record says so)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.cut_short = True
+        return self.cut_short
 
     def split(self, edges: Edges) -> Instance:
         """The instance with each data-given workload replaced by its buckets."""
@@ -88,7 +111,7 @@ class Router:
         base = {n: (1,) for n in self.workloads}
         best = dict(base)
         for name, edges in self.candidates.items():
-            tries = [self.answer({**base, name: (1, edge)}) for edge in edges]
+            tries = [self.answer({**base, name: (1, edge)}) for edge in edges if not self.spent()]
             if tries:
                 best[name] = min(tries, key=score)[0][name]
         return None if best == base else self.answer(best)
@@ -103,9 +126,10 @@ class Router:
                 for edge in edges
                 if edge not in current[0][name] and len(current[0][name]) < self.limit[name]
             ]
-            if not moves:
+            tried = [(n, self.answer(m)) for n, m in moves if not self.spent()]
+            if not tried:
                 return current
-            name, best = min(((n, self.answer(m)) for n, m in moves), key=lambda m: score(m[1]))
+            name, best = min(tried, key=lambda m: score(m[1]))
             gain = AUTO_GAIN if self.workloads[name].buckets in (None, "auto") else 0.0
             if not score(best) < score(current) - gain * abs(score(current)):
                 return current
@@ -184,6 +208,7 @@ def _record(router: Router, edges: Edges, label: str, answers: dict[str, Answer]
         "best_two_pool_boundaries": boundaries("best_two_pool"),
         "optimised_cost_per_hour": priced("optimised"),
         "optimised_boundaries": boundaries("optimised"),
+        "time_limit_cut_short": router.cut_short,
         **{
             f"{key}_demand_scale": None
             if key not in answers or answers[key][1] is None
