@@ -56,7 +56,7 @@ def pool_table(report: dict) -> str:
         "gpu",
         "tp",
         "replicas",
-        "util (sim/plan)",
+        "busy sim / util plan",
         "step ms (mean/plan)",
         "batch mean ± sd",
         "queue mean/max",
