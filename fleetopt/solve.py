@@ -236,7 +236,9 @@ def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None
         **extra,
     }
     if options.time_limit is not None:
-        settings["time_limit"] = float(options.time_limit)
+        # HiGHS counts its limit on a clock that runs on over every solve of the same object
+        # (a held LP solved again): the limit is what it has run so far plus ours.
+        settings["time_limit"] = highs.getRunTime() + float(options.time_limit)
     for name, value in settings.items():
         highs.setOptionValue(name, value)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyomo.core as pyo
 import pytest
 from pyomo.contrib.solver.solvers.highs import Highs
@@ -17,6 +18,7 @@ from fleetopt.formulation import build_model
 from fleetopt.handoff import hand_off
 from fleetopt.instance import load_instance
 from fleetopt.pipeline import program_data
+from fleetopt.solve import MatrixLp, SolveOptions
 from tests.test_interrupt import market_split
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -65,3 +67,23 @@ def test_values_and_rows_map_back_to_the_pyomo_model():
     assert (model.x[0].value, model.x[1].value) == (0, 2)
     assert loaded.rows == [model.cover]
     assert list(loaded.row_index([model.cover])) == [0]
+
+
+def test_a_held_lp_solved_again_gets_its_whole_time_limit():
+    """HiGHS counts `time_limit` on a clock that runs on over every solve of the same object:
+    a held LP solved again is given what that clock has run so far plus the limit asked for,
+    so its second solve is not cut short by the first one's seconds."""
+    rng = np.random.default_rng(0)
+    rows, columns = 300, 400
+    entries = (
+        rng.integers(0, rows, 6000),
+        rng.integers(0, columns, 6000),
+        rng.uniform(0.1, 1.0, 6000),
+    )
+    lp = MatrixLp(rng.uniform(1, 2, columns), np.ones(rows), np.full(rows, np.inf), entries)
+    first = lp.solve(SolveOptions())
+    ran = lp.highs.getRunTime()
+    assert first is not None and ran > 0
+    second = lp.solve(SolveOptions(time_limit=5.0))
+    assert lp.highs.getOptionValue("time_limit")[1] == pytest.approx(ran + 5.0, abs=0.05)
+    assert second is not None and second[0] == pytest.approx(first[0], rel=1e-9)
