@@ -119,7 +119,8 @@ def presolve(
     plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and the
     bound is `_arithmetic_bound`. `cols`: `columns(data)`, where the caller has it (the period
     blocks of one model share it). `scaled`: the configs its group's scaled LP uses at the
-    block's level (fleetopt/scaled_bound.py), where known: the restricted program consolidates on them too."""
+    block's level (fleetopt/scaled_bound.py), where known: the restricted program consolidates
+    on them too."""
     spent = ModelSeconds()
     return dataclasses.replace(_presolve(data, options, late, cols, scaled, spent), spent=spent)
 
@@ -432,9 +433,9 @@ def _cheapest_by_period(data: ProgramData, cols: Columns) -> list[Cheapest]:
 def _consolidating(cheapest: Cheapest, kept: list[int], scaled: frozenset[int]) -> set[int]:
     """The configs that carry each class, and all classes together, most cheaply alone in the
     first period, and those the group's scaled LP uses (its chords drawn to the pools of the
-    period that sets the block's level), indexed in the program cut to `kept` (one the cut drops is in no plan the
-    restricted program could want): pooling rewards one large pool where the block's LP spreads
-    demand over many small ones. The scaled LP's alone make no better plan; with the cheapest
+    period that sets the block's level), indexed in the program cut to `kept` (one the cut
+    drops is in no plan the restricted program could want): pooling rewards one large pool
+    where the block's LP spreads demand over many small ones. The scaled LP's alone make no better plan; with the cheapest
     alone, 2.3% cheaper ones where the block has no time for its LP (docs/benchmarks.md)."""
     local = {k: i for i, k in enumerate(kept)}
     found = {k for best in cheapest.values() for _, k, _ in best.values()} | scaled

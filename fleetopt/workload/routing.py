@@ -114,7 +114,9 @@ class Router:
             tries = [self.answer({**base, name: (1, edge)}) for edge in edges if not self.spent()]
             if tries:
                 best[name] = min(tries, key=score)[0][name]
-        return None if best == base else self.answer(best)
+        if best == base or (self.spent() and tuple(sorted(best.items())) not in self._answers):
+            return None  # (several workloads' best boundaries together: a split not yet tried)
+        return self.answer(best)
 
     def optimised(self, start: Answer) -> Answer:
         """Greedy: add the boundary that lowers the cost most while it pays (within limits)."""
