@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
@@ -726,9 +727,15 @@ def parse_instance(data: dict, source: str = "instance") -> Instance:
     problem = _size_problem(data)
     if problem:
         raise InputError(f"{source}: {problem}")
-    where = _non_finite(data)
+    where = _first(data, _non_finite)
     if where is not None:
         raise InputError(f"{source}: {_readable_path(where, data)}: not a finite number; give one")
+    where = _first(data, _boolean)
+    if where is not None:
+        raise InputError(
+            f"{source}: {_readable_path(where, data)}: true/false is not a value it takes; give "
+            "a number or the text it expects"
+        )
     try:
         instance = Instance.model_validate(data, context={"source": source})
     except ValidationError as exc:
@@ -757,9 +764,9 @@ def _size_problem(data: object) -> str | None:
     return None
 
 
-def _non_finite(value: object, loc: tuple = ()) -> tuple | None:
-    """Where the first infinite or NaN number is (YAML `.inf`, `.nan`): no field takes one."""
-    if isinstance(value, float) and not math.isfinite(value):
+def _first(value: object, unwanted: Callable[[object], bool], loc: tuple = ()) -> tuple | None:
+    """Where the first value that no field takes is, in raw data."""
+    if unwanted(value):
         return loc
     if isinstance(value, dict):
         children = value.items()
@@ -768,10 +775,21 @@ def _non_finite(value: object, loc: tuple = ()) -> tuple | None:
     else:
         return None
     for key, child in children:
-        found = _non_finite(child, (*loc, key))
+        found = _first(child, unwanted, (*loc, key))
         if found is not None:
             return found
     return None
+
+
+def _non_finite(value: object) -> bool:
+    """An infinite or NaN number (YAML `.inf`, `.nan`): no field takes one."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _boolean(value: object) -> bool:
+    """YAML's true/false (also yes/no, on/off): no field takes one, and the schema would read it
+    as the number 1 or 0."""
+    return isinstance(value, bool)
 
 
 def range_problem(instance: Instance) -> str | None:

@@ -113,6 +113,10 @@ BAD_INPUTS = {
         ["workloads[chat]", "not both"],
     ),
     "not-a-mapping": ("- just\n- a list\n", ["mapping"]),
+    "boolean-rate": (
+        _edit(workloads__0__requests_per_s=True),
+        ["workloads[chat].requests_per_s", "true/false is not a value it takes"],
+    ),
     "no-traffic-in-any-period": (
         _edit(demand_profile={"multipliers": [0, 0, 0]}),
         ["demand_profile.multipliers", "every period is 0", "at least one above 0"],
