@@ -197,6 +197,11 @@ INFEASIBLE = {
         _edit(gpus=[{"type": "l40s", "max_gpus": 1}], workloads__0__requests_per_s=200),
         ["max_gpus", "l40s"],
     ),
+    "memory-share-below-the-activations": (
+        # l4: 24 GB × 0.05 = 1.2 GB a GPU, less 2 GB of activations: nothing for the weights
+        _edit(gpus=[{"type": "l4"}], serving={"gpu_memory_utilization": 0.05}),
+        ["no room for a KV cache in the 0 GB", "serving.gpu_memory_utilization 0.05", "2 GB"],
+    ),
 }
 
 

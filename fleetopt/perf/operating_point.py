@@ -29,7 +29,7 @@ from fleetopt.perf.queueing import (
     pool_curve,
     sure_misses,
 )
-from fleetopt.perf.replica import Replica
+from fleetopt.perf.replica import ACTIVATION_RESERVE_GB, Replica
 
 PREFILL = "prefill_compute"
 DECODE_STEP = "decode_step"
@@ -328,11 +328,14 @@ def weights_blocker(replica: Replica, limits: Limits) -> Blocker | None:
     kv_bytes = replica.kv_capacity_bytes(limits.gpu_memory_utilization)
     if kv_bytes > 0:
         return None
-    room = (kv_bytes + replica.weight_bytes) / 1e9
+    room = max(0.0, (kv_bytes + replica.weight_bytes) / 1e9)
+    share = limits.gpu_memory_utilization
     return Blocker(
         "weights",
         f"weights ({replica.weight_bytes / 1e9:,.0f} GB) leave no room for a KV cache in the "
-        f"{room:,.0f} GB that {replica.tp} GPU(s) offer",
+        f"{room:,.0f} GB that {replica.tp} GPU(s) offer ({replica.gpu.spec.memory_gb:,.0f} GB "
+        f"each at serving.gpu_memory_utilization {share:g}, less {ACTIVATION_RESERVE_GB:g} GB "
+        "each for activations)",
     )
 
 
