@@ -87,9 +87,9 @@ def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> Scaled
     rates = np.array([c.requests_per_s for c in data.classes], dtype=float)
     multipliers = level_multipliers([period.multiplier for period in data.periods])
     capacity = cols.capacity.copy()
-    pooled, chords = _chords(data, cols, multipliers[0] * rates)
+    pooled = _pooled(data, cols)
     if len(pooled):
-        capacity[pooled, cols.prefill] = -chords
+        capacity[pooled, cols.prefill] = -_chords(data, cols, pooled, multipliers[0] * rates)
     else:  # no chord: one level, the same at every demand
         multipliers = multipliers[:1]
     covering = _coverage(data, routes, route)
@@ -100,6 +100,8 @@ def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> Scaled
     cost[:count] = replica_prices(data) + GPU_COUNT_TIE_BREAK * (tp + 1.0)
     demand = np.tile(rates, 2)  # the prefill rows, then the decode rows
     rows = int((row >= 0).sum())
+    if len(pooled):
+        pooled = pooled[row[pooled, cols.prefill] >= 0]  # those whose row a class uses
     lower = np.concatenate([demand, np.full(rows, -np.inf)])
     upper = np.concatenate([demand, np.zeros(rows)])
     lp = MatrixLp(cost, lower, upper, entries)
@@ -109,9 +111,8 @@ def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> Scaled
         if left is not None and left <= 0:
             break
         if levels:
-            pooled, chords = _chords(data, cols, multiplier * rates)
-            held = row[pooled, cols.prefill] >= 0
-            lp.set_coefficients(row[pooled, cols.prefill][held], pooled[held], chords[held])
+            chords = _chords(data, cols, pooled, multiplier * rates)
+            lp.set_coefficients(row[pooled, cols.prefill], pooled, chords)
         optimum = lp.solve(dataclasses.replace(options, time_limit=left))
         if optimum is None:
             break
@@ -131,22 +132,27 @@ def level_multipliers(multipliers: list[float]) -> list[float]:
     return levels
 
 
-def _chords(data: ProgramData, cols: Columns, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The configs whose prefill pools (queueing bites), and the coefficient of x in each one's
-    pooled prefill row at the chord to its replica bound at these requests/s
-    (`chord_coefficient`, as `pool_chord`): −(what one replica carries)."""
+def _pooled(data: ProgramData, cols: Columns) -> np.ndarray:
+    """The configs whose prefill pools (queueing bites): those with a chord."""
     if cols.prefill is None:
-        return np.array([], dtype=np.int64), np.array([])
-    bounds = replicas_alone(
-        cols, {c.name: rate for c, rate in zip(data.classes, rates, strict=True)}
-    )
+        return np.array([], dtype=np.int64)
     pooled = [
         k
         for k, config in enumerate(data.configs)
         if config.queue != NO_QUEUEING and PREFILL in config.capacity
     ]
-    chords = [chord_coefficient(data.configs[k], int(bounds[k])) for k in pooled]
-    return np.array(pooled, dtype=np.int64), np.array(chords, dtype=float)
+    return np.array(pooled, dtype=np.int64)
+
+
+def _chords(data: ProgramData, cols: Columns, pooled: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """The coefficient of x in each pooled config's prefill row at the chord to its replica
+    bound at these requests/s (`chord_coefficient`, as `pool_chord`): −(what one replica
+    carries)."""
+    bounds = replicas_alone(
+        cols, {c.name: rate for c, rate in zip(data.classes, rates, strict=True)}
+    )
+    chords = [chord_coefficient(data.configs[k], int(bounds[k])) for k in pooled.tolist()]
+    return np.array(chords, dtype=float)
 
 
 def _coverage(data: ProgramData, routes: np.ndarray, route: np.ndarray) -> Entries:

@@ -70,7 +70,7 @@ class Router:
         self._answers: dict[tuple, Answer] = {}
 
     def answer(self, edges: Edges) -> Answer:
-        key = tuple(sorted(edges.items()))
+        key = _key(edges)
         if key not in self._answers:
             try:
                 plan = self.solve(self.split(edges), self._left())
@@ -114,7 +114,7 @@ class Router:
             tries = [self.answer({**base, name: (1, edge)}) for edge in edges if not self.spent()]
             if tries:
                 best[name] = min(tries, key=score)[0][name]
-        if best == base or (self.spent() and tuple(sorted(best.items())) not in self._answers):
+        if best == base or (self.spent() and _key(best) not in self._answers):
             return None  # (several workloads' best boundaries together: a split not yet tried)
         return self.answer(best)
 
@@ -179,6 +179,11 @@ def score(answer: Answer) -> float:
 def _limit(workload: Workload, edges: list[int]) -> int:
     """Most buckets: N, or with auto one per candidate boundary and one more."""
     return workload.buckets if isinstance(workload.buckets, int) else len(edges) + 1
+
+
+def _key(edges: Edges) -> tuple:
+    """A split as the key its answer is kept under."""
+    return tuple(sorted(edges.items()))
 
 
 def _count(edges: Edges) -> int:
