@@ -435,8 +435,9 @@ def _consolidating(cheapest: Cheapest, kept: list[int], scaled: frozenset[int]) 
     first period, and those the group's scaled LP uses (its chords drawn to the pools of the
     period that sets the block's level), indexed in the program cut to `kept` (one the cut
     drops is in no plan the restricted program could want): pooling rewards one large pool
-    where the block's LP spreads demand over many small ones. The scaled LP's alone make no better plan; with the cheapest
-    alone, 2.3% cheaper ones where the block has no time for its LP (docs/benchmarks.md)."""
+    where the block's LP spreads demand over many small ones. The scaled LP's alone make no
+    better plan; with the cheapest alone, 2.3% cheaper ones where the block has no time for
+    its LP (docs/benchmarks.md)."""
     local = {k: i for i, k in enumerate(kept)}
     found = {k for best in cheapest.values() for _, k, _ in best.values()} | scaled
     return {local[k] for k in found if k in local}
