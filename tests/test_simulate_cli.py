@@ -152,3 +152,11 @@ def test_solve_then_simulate(files):
     as_json = _run("solve", instance, "--simulate", "--format", "json")
     assert json.loads(as_json.stdout)["status"] == "optimal"
     assert "TTFT ms p99 (sim/pred/target)" in as_json.stderr
+
+
+def test_solve_then_simulate_a_plan_of_measured_pools():
+    """Profiles give a capacity but no step time: the plan stands, with a note, not an error."""
+    result = _run("solve", str(ROOT / "instances" / "melange-example.yaml"), "--simulate")
+    assert result.exit_code == 0, result.output
+    assert "cost: 4.68 $/h" in result.stdout
+    assert "not simulated: pool(s) 0, 1 take their capacity from measurements" in result.stdout

@@ -66,10 +66,19 @@ def poisson_report(plan: Plan, resolved: Resolved, count: int | None = None, see
 
 
 def after_solve(plan: Plan, instance: Instance) -> str:
-    """What `fleetopt solve --simulate` prints: measured p99 beside prediction and target."""
+    """What `fleetopt solve --simulate` prints: measured p99 beside prediction and target, or
+    why there is none (a pool sized by measured capacity has no step time to run): the solve
+    succeeded, so this is a note, not an error."""
     from fleetopt.catalog import resolve
     from fleetopt.simulate.render import versus_targets
 
+    measured = [i for i, pool in enumerate(plan.pools) if pool.measured or pool.step_ms is None]
+    if measured:  # the plan stands; only its measurement is out of reach
+        pools = ", ".join(str(i) for i in measured)
+        return (
+            f"not simulated: pool(s) {pools} take their capacity from measurements (profiles), "
+            "which give no step time to simulate; the plan above is solved and verified"
+        )
     resolved = resolve(instance)
     report = poisson_report(plan, resolved)
     return f"simulated: {report['arrivals']}; {report['warmup']}\n\n{versus_targets(report)}"
