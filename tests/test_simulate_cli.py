@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,18 @@ def test_a_trace_busier_than_the_plan_is_flagged(files, tmp_path):
     assert even["warnings"] == [] and even["workloads"][0]["planned_requests_per_s"] == 5
     poisson = json.loads(_run("simulate", plan, *args, "--requests", "3000").stdout)
     assert poisson["warnings"] == []
+
+
+def test_too_few_requests_for_the_tail_are_flagged(files):
+    """The class's p99 needs 1,000 measured requests to put 10 beyond it: 200 (180 after the
+    warm-up) are flagged, with the fix; the window of a short run is not rounded to 0 s."""
+    instance, plan = files
+    short = _run("simulate", plan, "--instance", instance, "--requests", "200")
+    assert short.exit_code == 0, short.output
+    assert "warning: chat: 180 requests measured, too few to read its p99" in short.stdout
+    assert "simulate more with --requests" in short.stdout
+    one = _run("simulate", plan, "--instance", instance, "--requests", "1")
+    assert re.search(r"measured over \d\.\d\d s of \d\.\d\d s", one.stdout), one.stdout
 
 
 def test_refuses_measured_pools(tmp_path):

@@ -25,6 +25,7 @@ def summarize(plan: Plan, outcome: Outcome) -> dict:
     share = warmup / len(requests)
     workloads = [_workload(plan, outcome, index) for index in range(len(requests.names))]
     warnings = [_busier_than_planned(w, span) for w in workloads]
+    warnings += [_thin_tail(w) for w in workloads]
     return {
         "plan": plan.name,
         "arrivals": requests.source,
@@ -57,6 +58,23 @@ def _busier_than_planned(workload: dict, span: float) -> str | None:
         f"{workload['name']} arrives at {measured:,.2f} req/s here, {measured / planned:.2f}x the "
         f"{planned:,.2f} req/s the plan is sized for: targets missed below may be the extra load, "
         "not the plan (to size for the trace's rate, solve with `rate: from_trace`)"
+    )
+
+
+TAIL_REQUESTS = 10
+"""A class's tail percentile is read from at least this many requests beyond it; with fewer, its
+p99 is little more than its slowest few requests, and the report says so."""
+
+
+def _thin_tail(workload: dict) -> str | None:
+    """A warning where too few requests were measured to read the class's tail percentile."""
+    percentile = (workload["slo"] or {}).get("percentile", max(PERCENTILES))
+    enough = math.ceil(TAIL_REQUESTS / (1 - percentile / 100) - 1e-9)
+    if workload["requests"] >= enough:
+        return None
+    return (
+        f"{workload['name']}: {workload['requests']:,} requests measured, too few to read its "
+        f"p{percentile:g} ({enough:,} put {TAIL_REQUESTS} beyond it); simulate more with --requests"
     )
 
 

@@ -132,10 +132,15 @@ def to_table(report: dict) -> str:
     )
 
 
+def _seconds(value: float) -> str:
+    return f"{value:,.0f} s" if value >= 10 else f"{value:.2f} s"
+
+
 def _header(report: dict) -> str:
     line = (
         f"{report['requests']:,} requests, {report['arrivals']}; {report['warmup']}; "
-        f"measured over {report['measured_seconds']:,.0f} s of {report['simulated_seconds']:,.0f} s"
+        f"measured over {_seconds(report['measured_seconds'])} of "
+        f"{_seconds(report['simulated_seconds'])}"
     )
     if report["refused"]:
         line += f"; {report['refused']:,} refused (longer than their pool's KV cache)"
