@@ -51,6 +51,7 @@ def extract_plan(
         pools=top.pools,
         workloads=top.workloads,
         demand_scale=m.alpha,
+        demand_scale_limit=data.demand_scale_limit,
         reserved_gpus=reserved,
         periods=periods,
     )

@@ -35,7 +35,7 @@ from fleetopt.formulation.blocks import (
 )
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.sizing import Columns, columns
-from fleetopt.instance import Instance, Pricing
+from fleetopt.instance import RANGES, Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
 from fleetopt.scaled_bound import ScaledLp, scaled_lp
@@ -78,6 +78,8 @@ def plan_fleet(
             f"infeasible: the budget of {data.budget_per_hour:,.2f} $/h (objective.budget_per_hour) "
             "buys no fleet that serves any of the demand within its targets; raise the budget"
         )
+    if _at_limit(data, solved.solution.alpha):
+        solved = _cheapest_at_limit(data, solved, _less_time(options, began))
     schedule = period_schedule(instance)[1]
     tiered = instance.demand_profile is not None or instance.pricing is not None
     plan = extract_plan(
@@ -576,9 +578,42 @@ def program_data(resolved: Resolved, config_set: ConfigSet) -> ProgramData:
         ],
         maximize_throughput=objective.maximize is not None,
         budget_per_hour=objective.budget_per_hour,
+        demand_scale_limit=_demand_scale_limit(resolved.instance) if objective.maximize else None,
         periods=period_schedule(resolved.instance)[0],
         tiers=_tiers(resolved.instance.pricing),
     )
+
+
+def _at_limit(data: ProgramData, alpha: float) -> bool:
+    limit = data.demand_scale_limit
+    return data.maximize_throughput and limit is not None and alpha >= limit * (1 - 1e-6)
+
+
+def _cheapest_at_limit(data: ProgramData, solved: Solved, options: SolveOptions) -> Solved:
+    """A budget that buys more demand than the supported rates leaves money over, which the
+    throughput objective, weighing cost at 1e-6/budget, does not save: the fleet is solved
+    again for the least cost at the limit, and reads as the throughput plan it answers."""
+    limit = data.demand_scale_limit
+    classes = [
+        dataclasses.replace(c, requests_per_s=c.requests_per_s * limit) for c in data.classes
+    ]
+    cheapest = solve_program(
+        dataclasses.replace(data, classes=classes, maximize_throughput=False), options
+    )
+    if cheapest.solution is None:  # out of time: the throughput plan stands
+        return solved
+    cheapest.solution.alpha = limit
+    seconds = solved.outcome.seconds + cheapest.outcome.seconds
+    outcome = dataclasses.replace(solved.outcome, seconds=seconds)
+    return dataclasses.replace(solved, solution=cheapest.solution, outcome=outcome)
+
+
+def _demand_scale_limit(instance: Instance) -> float | None:
+    """The largest scale of the stated demand that keeps every workload's rate at the peak
+    within the supported range (instance.RANGES), where a budget would buy more."""
+    peak = max(instance.demand_profile.multipliers) if instance.demand_profile else 1.0
+    busiest = max((w.rate for w in instance.workloads if w.rate is not None), default=0.0)
+    return RANGES["requests_per_s"][1] / (busiest * peak) if busiest > 0 else None
 
 
 def _tiers(pricing: Pricing | None) -> Tiers | None:

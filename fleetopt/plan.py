@@ -102,6 +102,9 @@ class Plan:
     workloads: list[WorkloadPlan]
     demand_scale: float = 1.0
     """Share of the stated demand the plan serves (1 when minimising cost)."""
+    demand_scale_limit: float | None = None
+    """Throughput mode: the largest demand_scale within the supported rates (1,000,000 req/s a
+    workload at the peak); a plan at it leaves budget unspent."""
     reserved_gpus: dict[str, int] | None = None
     """GPUs committed for the whole horizon at the reserved price (with `pricing`)."""
     periods: list[PeriodPlan] | None = None

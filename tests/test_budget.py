@@ -28,6 +28,7 @@ from helpers import analytic_instance, max_alpha_lp, measured_instance, solve
 from fleetopt.catalog import resolve
 from fleetopt.cli import main
 from fleetopt.instance import parse_instance
+from fleetopt.report.text import summary_lines
 from fleetopt.verify import verify
 
 GAP = 1e-4
@@ -183,6 +184,21 @@ def test_budget_with_reserved_pricing_known_alpha():
     plan = solve(data)
     assert plan.demand_scale == pytest.approx(expected, rel=GAP)
     _check_plan(plan, data, 3.0)
+
+
+def test_a_budget_beyond_the_supported_rates_buys_the_cheapest_fleet_at_the_limit():
+    """1e7 $/h buys more than 1,000,000 req/s (the supported range), so alpha stops at
+    1e6 / 7 and the fleet is the cheapest at that rate, by hand: B carries a req/s for
+    0.44 $/h against A's 0.50, and 200,000 B carry 1e6 exactly: 440,000 $/h, the budget not
+    all spent (the throughput objective alone would spend it: cost weighs 1e-6/budget)."""
+    data = _one_class(1e7)
+    plan = solve(data)
+    assert plan.demand_scale == pytest.approx(1e6 / LAMBDA, rel=1e-9)
+    assert plan.demand_scale_limit == pytest.approx(1e6 / LAMBDA, rel=1e-9)
+    assert plan.gpus == {"a100-80gb": 200_000}
+    assert plan.cost_per_hour == pytest.approx(440_000)
+    _check_plan(plan, data, 1e7)
+    assert "the most the supported rates allow" in "\n".join(summary_lines(plan))
 
 
 # --- command line ------------------------------------------------------------------------------

@@ -44,6 +44,9 @@ class ProgramData:
     gpus: list[GpuMarket]
     maximize_throughput: bool = False
     budget_per_hour: float | None = None
+    demand_scale_limit: float | None = None
+    """Throughput mode: the largest alpha the supported range of rates admits (the busiest
+    class at the peak within it); the budget may buy more than the queueing models are tested at."""
     periods: list[Period] = field(default_factory=lambda: [Period()])
     tiers: Tiers | None = None
     replica_bounds: dict[tuple[int, int], int] = field(default_factory=dict)

@@ -48,7 +48,7 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
     m.r = pyo.Var(m.E, m.T, domain=pyo.NonNegativeReals)
     m.gpus = pyo.Var(m.G, m.T, domain=pyo.NonNegativeIntegers)
     if data.maximize_throughput:
-        m.alpha = pyo.Var(domain=pyo.NonNegativeReals)
+        m.alpha = pyo.Var(domain=pyo.NonNegativeReals, bounds=(0, data.demand_scale_limit))
     else:
         m.alpha = 1.0  # a constant, not a Param: fixed data stays out of Pyomo's way
 

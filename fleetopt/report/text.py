@@ -96,6 +96,17 @@ def workload_rows(plan: Plan) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def _throughput_line(plan: Plan) -> str:
+    served = f"serves {plan.demand_scale:.4g} × the stated demand"
+    limit = plan.demand_scale_limit
+    if limit is None or plan.demand_scale < limit * (1 - 1e-6):
+        return served + " within the budget"
+    return (
+        f"{served}, the most the supported rates allow (1,000,000 req/s a workload): the budget "
+        "buys more than that and is not all spent"
+    )
+
+
 def summary_lines(plan: Plan) -> list[str]:
     gpus = ", ".join(f"{n} × {g}" for g, n in sorted(plan.gpus.items())) or "none"
     count = sum(plan.gpus.values())
@@ -107,7 +118,7 @@ def summary_lines(plan: Plan) -> list[str]:
         f"solved in {plan.solve_seconds:.2f} s"
     ]
     if plan.objective == "maximize throughput":
-        lines.append(f"serves {plan.demand_scale:.4g} × the stated demand within the budget")
+        lines.append(_throughput_line(plan))
     if plan.periods:
         lines.append(
             f"GPUs at the peak: {gpus} ({count} in all); the pools above are the peak period's"
