@@ -434,7 +434,9 @@ class Objective(Strict):
     that serves every class in full. Give this or `maximize`."""
     maximize: Literal["throughput"] | None = None
     """`throughput`: scale every class's rate by the largest common factor that
-    `budget_per_hour` buys (which it needs). Give this or `minimize`."""
+    `budget_per_hour` buys (which it needs), at most to 1,000,000 req/s a workload at the peak
+    (the supported range; a budget that buys more gets the cheapest fleet at that rate, the
+    JSON's `demand_scale_limit`). Give this or `minimize`."""
     budget_per_hour: Positive | None = None
     """Budget in $/hour: a cap when minimising cost, the limit when maximising throughput."""
 
