@@ -63,15 +63,18 @@ def _write(text: str, output: str | None) -> None:
         click.echo(text)
 
 
+FORMATS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown"}
+"""A plan's format by its file's extension, where --format is not given."""
+
+
 @main.command()
 @click.argument("instance_file", type=click.Path(dir_okay=False))
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "csv", "markdown"]),
-    default="table",
-    show_default=True,
-    help="Output format of the plan.",
+    type=click.Choice(list(FORMATS.values())),
+    help="Output format of the plan [default: from the -o file's extension (.json, .csv, .md), "
+    "else table].",
 )
 @click.option("-o", "--output", type=OutputPath(), help="Write the plan to a file.")
 @solver_options()
@@ -128,6 +131,7 @@ def solve(
     from fleetopt.report.text import to_csv, to_markdown, to_table
     from fleetopt.solve import SolveOptions, default_jobs
 
+    fmt = fmt or FORMATS.get(Path(output or "").suffix.lower(), "table")
     instance = load_checked_instance(instance_file)
     if budget is not None:
         objective = Objective(maximize="throughput", budget_per_hour=budget)

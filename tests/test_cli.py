@@ -303,6 +303,23 @@ def test_solve_output_file(tmp_path, fmt):
         assert text.strip() == shown.strip()
 
 
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [("plan.json", "{"), ("plan.JSON", "{"), ("plan.csv", "model,"), ("plan.md", "# fleetopt")],
+)
+def test_the_output_file_extension_picks_the_format(tmp_path, name, first):
+    """`-o plan.json` writes JSON without `--format json` (a table there would fail `simulate`);
+    a given --format wins, and an extension not known gives the table."""
+    out = tmp_path / name
+    assert _run("solve", _write(tmp_path, GOOD), "-o", str(out)).exit_code == 0
+    assert out.read_text().startswith(first), out.read_text()[:80]
+    assert _run("solve", _write(tmp_path, GOOD), "-o", str(out), "--format", "table").exit_code == 0
+    assert out.read_text().startswith("fleetopt plan")
+    other = tmp_path / "plan.out"
+    assert _run("solve", _write(tmp_path, GOOD), "-o", str(other)).exit_code == 0
+    assert other.read_text().startswith("fleetopt plan")
+
+
 def test_solve_options_are_accepted(tmp_path):
     result = _run(
         "solve", _write(tmp_path, GOOD), "--time-limit", "30", "--mip-gap", "0", "--threads", "1"
