@@ -78,8 +78,9 @@ def plan_fleet(
             f"infeasible: the budget of {data.budget_per_hour:,.2f} $/h (objective.budget_per_hour) "
             "buys no fleet that serves any of the demand within its targets; raise the budget"
         )
-    if _at_limit(data, solved.solution.alpha):
+    if _near_limit(data, solved.solution.alpha, options.mip_gap):
         solved = _cheapest_at_limit(data, solved, _less_time(options, began))
+        outcome = solved.outcome
     schedule = period_schedule(instance)[1]
     tiered = instance.demand_profile is not None or instance.pricing is not None
     plan = extract_plan(
@@ -584,15 +585,19 @@ def program_data(resolved: Resolved, config_set: ConfigSet) -> ProgramData:
     )
 
 
-def _at_limit(data: ProgramData, alpha: float) -> bool:
+def _near_limit(data: ProgramData, alpha: float, gap: float) -> bool:
+    """alpha within the solve's gap of its limit: the budget may buy the limit itself."""
     limit = data.demand_scale_limit
-    return data.maximize_throughput and limit is not None and alpha >= limit * (1 - 1e-6)
+    return data.maximize_throughput and limit is not None and alpha >= limit * (1 - gap - 1e-9)
 
 
 def _cheapest_at_limit(data: ProgramData, solved: Solved, options: SolveOptions) -> Solved:
     """A budget that buys more demand than the supported rates leaves money over, which the
     throughput objective, weighing cost at 1e-6/budget, does not save: the fleet is solved
-    again for the least cost at the limit, and reads as the throughput plan it answers."""
+    again for the least cost at the limit, within the budget, and reads as the throughput plan
+    it answers (alpha at its bound; the gap the cost's). Where the budget does not reach the
+    limit after all (alpha stopped within the gap below it) or time runs out, the throughput
+    plan stands."""
     limit = data.demand_scale_limit
     classes = [
         dataclasses.replace(c, requests_per_s=c.requests_per_s * limit) for c in data.classes
@@ -600,11 +605,15 @@ def _cheapest_at_limit(data: ProgramData, solved: Solved, options: SolveOptions)
     cheapest = solve_program(
         dataclasses.replace(data, classes=classes, maximize_throughput=False), options
     )
-    if cheapest.solution is None:  # out of time: the throughput plan stands
+    if cheapest.solution is None:
         return solved
     cheapest.solution.alpha = limit
-    seconds = solved.outcome.seconds + cheapest.outcome.seconds
-    outcome = dataclasses.replace(solved.outcome, seconds=seconds)
+    outcome = dataclasses.replace(
+        cheapest.outcome,
+        objective=limit,
+        bound=limit,
+        seconds=solved.outcome.seconds + cheapest.outcome.seconds,
+    )
     return dataclasses.replace(solved, solution=cheapest.solution, outcome=outcome)
 
 

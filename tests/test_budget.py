@@ -201,6 +201,29 @@ def test_a_budget_beyond_the_supported_rates_buys_the_cheapest_fleet_at_the_limi
     assert "the most the supported rates allow" in "\n".join(summary_lines(plan))
 
 
+def test_a_budget_beyond_the_limit_costs_what_cost_mode_does_at_the_limit():
+    """Where the throughput solve stops alpha within its gap below the limit (199,980 of
+    200,000 here), the budget still buys the limit: the plan is cost mode's at 1e6 req/s, not
+    the throughput solve's fleet, which spent 83% more on tp8 pools."""
+    base = analytic_instance(
+        ["h100-sxm", "l4"],
+        5,
+        1000,
+        200,
+        modes=("colocated", "disaggregated"),
+        tensor_parallel=(1, 2, 4, 8),
+    )
+    data = copy.deepcopy(base) | {"objective": {"maximize": "throughput", "budget_per_hour": 1e7}}
+    plan = solve(data)
+    at_limit = copy.deepcopy(base)
+    at_limit["workloads"][0]["requests_per_s"] = 1e6
+    cheapest = solve(at_limit)
+    assert plan.demand_scale == pytest.approx(2e5, rel=1e-12)
+    assert plan.cost_per_hour == pytest.approx(cheapest.cost_per_hour, rel=GAP)
+    assert plan.gpus == cheapest.gpus
+    _check_plan(plan, data, 1e7)
+
+
 # --- command line ------------------------------------------------------------------------------
 
 
