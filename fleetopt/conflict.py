@@ -5,12 +5,17 @@ the limits: availability caps, whole nodes and the budget. HiGHS's irreducible i
 names the rows in conflict; they are Pyomo components (`gpu_cap[h100-sxm, t]`, `budget`,
 `coverage_prefill[chat, t]`, docs/formulation.md) and are read back as the fields that set them.
 HiGHS's feasibility relaxation then sizes the fix: how many more GPUs of a type, or how many more
-$/h, first for each limit alone, then for all of them together.
+$/h, first for each limit alone, then for all of them together. The budget alone is sized by the
+cheapest fleet without it, which the pipeline's own solve finds (HiGHS's relaxation of it is the
+same program solved without the presolve, and ran out of time on instances the solve answers in
+a second). The time limit left is shared among these solves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyomo.core as pyo
@@ -22,6 +27,9 @@ from fleetopt.solve import SolveOptions, irreducible_conflict, relax_rows
 RELAXABLE = ("gpu_cap", "budget")
 """Limit families the relaxation may loosen; whole nodes and the demand stay as stated."""
 
+SIZING_GAP = 0.01
+"""The gap to which the cheapest fleet without the budget is solved to size the budget's fix."""
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -32,7 +40,16 @@ class Limit:
     rows: tuple[ConstraintData, ...]
 
 
-def explain_conflict(data: ProgramData, model: pyo.ConcreteModel, options: SolveOptions) -> str:
+CheapestCost = Callable[[SolveOptions], float | None]
+"""The cost of the cheapest fleet without the budget (None: none found in the time given)."""
+
+
+def explain_conflict(
+    data: ProgramData,
+    model: pyo.ConcreteModel,
+    options: SolveOptions,
+    cheapest: CheapestCost | None = None,
+) -> str:
     """One line: the limits in conflict, the demand they block, and the fix with its size."""
     conflict = irreducible_conflict(model)
     in_conflict = {(_family(c), _key(c)) for c in conflict.rows}
@@ -41,7 +58,7 @@ def explain_conflict(data: ProgramData, model: pyo.ConcreteModel, options: Solve
     blocked = sorted({_key(c) for c in conflict.rows if _family(c).startswith("coverage_")})
     words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
     demand = ", ".join(blocked) if blocked and conflict.irreducible else "the demand"
-    fixes = suggest(data, model, named, every, options)
+    fixes = suggest(data, model, named, every, options, cheapest)
     fix = "; fix: " + ", or ".join(fixes) if fixes else "; fix: loosen the limits named"
     return f"infeasible within the limits: no fleet for {demand} fits {words}{fix}"
 
@@ -52,19 +69,36 @@ def suggest(
     named: list[Limit],
     every: list[Limit],
     options: SolveOptions,
+    cheapest: CheapestCost | None = None,
 ) -> list[str]:
     """Each limit in the conflict that alone can be loosened into a fleet, by how much; else
     every cap and the budget loosened together (the IIS is the LP relaxation's: once one limit
-    gives way another may bind)."""
-    alone = [
-        fix
-        for limit in named
-        if limit.family in RELAXABLE and (fix := _relax(data, model, [limit], options))
-    ]
+    gives way another may bind). Each of these solves gets an equal share of the time limit."""
+    relaxable = [limit for limit in named if limit.family in RELAXABLE]
+    share = options
+    if options.time_limit is not None:
+        share = dataclasses.replace(options, time_limit=options.time_limit / (len(relaxable) + 1))
+    alone = [fix for limit in relaxable if (fix := _loosen(data, model, limit, share, cheapest))]
     if alone:
         return alone
-    together = _relax(data, model, [x for x in every if x.family in RELAXABLE], options)
+    together = _relax(data, model, [x for x in every if x.family in RELAXABLE], share)
     return [together] if together else []
+
+
+def _loosen(
+    data: ProgramData,
+    model: pyo.ConcreteModel,
+    limit: Limit,
+    options: SolveOptions,
+    cheapest: CheapestCost | None,
+) -> str | None:
+    """The fix of one limit alone: the budget to the cost of the cheapest fleet without it
+    (within SIZING_GAP: any fleet's cost is a budget that fixes it), a cap by HiGHS's
+    relaxation."""
+    if limit.family != "budget" or cheapest is None:
+        return _relax(data, model, [limit], options)
+    cost = cheapest(dataclasses.replace(options, mip_gap=max(options.mip_gap, SIZING_GAP)))
+    return None if cost is None else _raise(limit, data, max(cost - data.budget_per_hour, 0.0))
 
 
 def _relax(

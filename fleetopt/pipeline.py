@@ -68,7 +68,7 @@ def plan_fleet(
     solved = solve_program(data, options)
     outcome = solved.outcome
     if outcome.status == "infeasible":
-        raise InfeasibleError(explain_limits(resolved, config_set, options))
+        raise InfeasibleError(explain_limits(resolved, config_set, _less_time(options, began)))
     if outcome.status == "no_solution":
         raise FleetoptError(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
@@ -639,4 +639,9 @@ def explain_limits(resolved: Resolved, config_set: ConfigSet, options: SolveOpti
     from fleetopt.conflict import explain_conflict
 
     data = program_data(resolved, config_set)
-    return explain_conflict(data, build_model(data), options)
+
+    def cheapest_without_budget(share: SolveOptions) -> float | None:
+        solved = solve_program(dataclasses.replace(data, budget_per_hour=None), share)
+        return None if solved.solution is None else solved.solution.cost_per_hour
+
+    return explain_conflict(data, build_model(data), options, cheapest_without_budget)

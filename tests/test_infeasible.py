@@ -84,6 +84,18 @@ def test_budget_shortfall_is_sized():
     assert f"to {cheapest:,.2f} $/h" in text
 
 
+def test_budget_and_cap_together():
+    """The budget alone is sized by the cheapest fleet without it, which the cap of 1 GPU
+    leaves none: both are loosened together, to the fleet of 3 GPUs and its cost."""
+    data = _capped(max_gpus=1)
+    cheapest = solve(_capped())
+    data["objective"] = {"minimize": "cost", "budget_per_hour": 1.0}
+    text = _message(data)
+    need = cheapest.gpus["h100-sxm"]
+    assert f"raise gpus[h100-sxm].max_gpus from 1 to {need} (+{need - 1} GPUs) and" in text
+    assert f"raise objective.budget_per_hour from 1.00 to {cheapest.cost_per_hour:,.2f}" in text
+
+
 def test_cli_exit_3_one_line(tmp_path):
     path = tmp_path / "capped.yaml"
     path.write_text(yaml.safe_dump(copy.deepcopy(_capped(max_gpus=1))))
