@@ -134,9 +134,16 @@ class Config:
 
 @dataclass
 class Rejection:
+    """Why a config may not carry a class."""
+
     config: str
     kind: str  # tensor_parallel | weights | memory | ttft | tpot | profile
     reason: str
+    miss: float = math.inf
+    """What the config gives over what the class needs (`Blocker.miss`)."""
+    roomless: bool = False
+    """The point has no room at all (its step budget is below the shortest step it could
+    take): telling only where no point of the replica has room (`_where_no_room`)."""
 
 
 @dataclass
@@ -251,10 +258,26 @@ def _part_configs(
                 covered.append(c)
             else:
                 rejections[c.name].append(Rejection(where, "profile", reason))
+        start, found = {name: len(rows) for name, rows in rejections.items()}, len(configs)
         for walker, members in walk_levels(replica, role, covered):
             for op in operating_points(walker, role, members, instance.serving.chunk_tokens, here):
                 configs += _analytic_configs(walker, op, members, here, rejections)
+        carried = {name for config in configs[found:] for name in config.usage}
+        _where_no_room(rejections, start, carried)
     return configs, rejections
+
+
+def _where_no_room(
+    rejections: dict[str, list[Rejection]], start: dict[str, int], carried: set[str]
+) -> None:
+    """Drop a class's roomless points (rejections from `start` on) where another point of the
+    replica had room for it: there the step budgets the grid offers below what it needs
+    (shorter steps, for the TTFT) say nothing of what binds, which its configs or the other
+    points' reasons tell."""
+    for name, rows in rejections.items():
+        new = rows[start[name] :]
+        if name in carried or any(not r.roomless for r in new):
+            rows[start[name] :] = [r for r in new if not r.roomless]
 
 
 WALK_GRID = 1.25
@@ -399,8 +422,9 @@ def _analytic_configs(
         replica.model.name, replica.gpu.name, replica.tp, op, caps, walk_tokens=replica.walk_tokens
     )
     if not caps:
+        gap = capacity_gap(replica, op)
         for c in classes:
-            rejections[c.name].append(Rejection(base.key, "tpot", capacity_gap(replica, op)))
+            rejections[c.name].append(Rejection(base.key, gap.kind, gap.message, gap.miss, True))
         return []
     budgets: dict[str, float | None] = {}
     for c in classes:
@@ -409,7 +433,9 @@ def _analytic_configs(
         if blocker is None and budget is not None and budget <= 0:
             blocker = Blocker("ttft", "no time left to queue within the TTFT target")
         if blocker is not None:
-            rejections[c.name].append(Rejection(base.key, blocker.kind, blocker.message))
+            rejections[c.name].append(
+                Rejection(base.key, blocker.kind, blocker.message, blocker.miss)
+            )
             continue
         budgets[c.name] = None if budget is None else _level(budget)
     by_name, headrooms = {c.name: c for c in classes}, {}

@@ -77,8 +77,8 @@ def _explain(
             "cost model"
         )
     side = "prefill" if not prefill else "decode"
-    first: dict[str, str] = {}  # one reason of each kind, so no kind hides behind another
-    for r in sorted(rejections, key=lambda r: (r.kind, r.reason)):
+    first: dict[str, str] = {}  # the nearest miss of each kind, so no kind hides behind another
+    for r in sorted(rejections, key=lambda r: (r.kind, r.miss, r.reason)):
         first.setdefault(r.kind, r.reason)
     reasons = [f"{kind}: {reason}" for kind, reason in sorted(first.items())]
     return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"

@@ -9,8 +9,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from fleetopt.catalog import resolve
 from fleetopt.cli import main
+from fleetopt.configs import enumerate_configs
 from fleetopt.errors import InfeasibleError
+from fleetopt.instance import parse_instance
 from tests.helpers import analytic_instance, solve
 
 
@@ -96,6 +99,34 @@ def test_budget_and_cap_together():
     assert f"raise objective.budget_per_hour from 1.00 to {cheapest.cost_per_hour:,.2f}" in text
 
 
+def test_the_nearest_miss_is_named_and_the_step_grid_is_not():
+    """Colocated 70B at tp2, TTFT 150 ms on 1,500-token prompts and a TPOT of 200 ms: the
+    TTFT binds. The explanation names the nearest TTFT miss of all the points (not the first
+    in text order), and no longer the step budgets the grid offers below the TPOT to shorten
+    chunk steps ('a step budget of 0.9 ms leaves nothing after ... 13.5 ms'), which some
+    point of the same replica had room beside."""
+    data = analytic_instance(
+        ["h100-sxm"],
+        1,
+        1500,
+        100,
+        ttft_ms=150,
+        tpot_ms=200,
+        model="llama-3.1-70b",
+        tensor_parallel=(2,),
+        weight_dtype="fp8",
+    )
+    text = _message(data)
+    resolved = resolve(parse_instance(copy.deepcopy(data)))
+    misses = [
+        float(r.reason.split()[1].replace(",", ""))
+        for r in enumerate_configs(resolved).rejections["chat"]
+        if r.kind == "ttft" and r.reason.startswith("TTFT ")
+    ]
+    assert len(misses) > 1
+    assert text.endswith(f"(ttft: TTFT {min(misses):,.0f} ms > target 150 ms)"), text
+
+
 def test_cli_exit_3_one_line(tmp_path):
     path = tmp_path / "capped.yaml"
     path.write_text(yaml.safe_dump(copy.deepcopy(_capped(max_gpus=1))))
@@ -106,10 +137,12 @@ def test_cli_exit_3_one_line(tmp_path):
 
 
 def test_every_kind_of_blocker_is_named():
-    """A TTFT the tail prompt misses on some points and a TPOT no step budget leaves room for on
-    others: the explanation names both kinds, not the first three reasons of one."""
-    data = analytic_instance(["h100-sxm"], ttft_ms=120, tpot_ms=50)
+    """A TTFT the tail prompt misses on one GPU type (h100) and a TPOT no step leaves room for
+    on another (l4, whose step with the smallest chunk takes 122 ms): the explanation names
+    both kinds, not the first three reasons of one."""
+    data = analytic_instance(["h100-sxm", "l4"], ttft_ms=120, tpot_ms=30)
     data["workloads"][0]["input_tokens"] = {"mean": 900, "p50": 600, "p90": 2000, "p99": 3000}
     text = _message(data)
     assert "chat: no config can prefill it within its targets" in text
-    assert "tpot: " in text and "ttft: TTFT" in text
+    assert "tpot: a step with a 256-token prefill chunk takes at least" in text
+    assert "more than the 30.0 ms TPOT" in text and "ttft: TTFT" in text

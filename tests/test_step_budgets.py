@@ -15,6 +15,7 @@ import yaml
 
 from fleetopt.calibrate.observation import Observation
 from fleetopt.catalog import resolve
+from fleetopt.configs import limits_of, request_class
 from fleetopt.instance import TokenDistribution, load_instance, parse_instance
 from fleetopt.perf.operating_point import (
     DECODE_STEP,
@@ -35,7 +36,7 @@ from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
 from fleetopt.verify import verify
 from fleetopt.workload.lengths import LengthSampler, sampler_for
-from tests.helpers import catalog_replica
+from tests.helpers import analytic_instance, catalog_replica
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 LIMITS = Limits(0.95, 256, 0.9)
@@ -189,3 +190,31 @@ def test_the_prompt_length_spread_by_hand_and_what_it_costs_the_queue():
     steady = pool_curve((target,), 0.95, cv2=1.0)
     spread = pool_curve((target,), 0.95, cv2=2.0)
     assert all(spread.load(n) < steady.load(n) for n in (1, 4, 16))
+
+
+def test_a_decode_replica_of_one_sequence_holds_its_tpot_at_the_tpot_step():
+    """One sequence a replica (max_num_seqs 1): the step of best throughput is the floor and a
+    sliver, which leaves no room for the TPOT's margin (a batch of ~1 swings by more than the
+    sliver), so the TPOT's own step is offered too; the class gets a plan, not an infeasibility
+    that blamed its TPOT of 50 ms against a 6 ms step."""
+    data = analytic_instance(
+        ["h100-sxm"],
+        requests_per_s=0.5,
+        input_tokens=300,
+        output_tokens=50,
+        ttft_ms=None,
+        tpot_ms=50,
+        modes=("disaggregated",),
+    )
+    data["serving"]["max_num_seqs"] = 1
+    resolved = resolve(parse_instance(data))
+    replica = catalog_replica("llama-3.1-8b", "h100-sxm")
+    shape = request_class(resolved.instance.workloads[0]).shape
+    steps = [
+        op.step_s for op in candidate_points(replica, "decode", shape, [512], limits_of(resolved))
+    ]
+    assert len(steps) == 2 and steps[0] < 0.01 and steps[1] == pytest.approx(0.049, rel=0.02)
+    plan = plan_fleet(parse_instance(data))
+    decode = [p for p in plan.pools if p.role == "decode"]
+    assert decode and all(p.step_ms <= 50 for p in decode)
+    assert verify(plan, resolved) == []

@@ -216,8 +216,9 @@ def capacity(replica: Replica, op: OperatingPoint, limits: Limits) -> dict[str, 
     return caps
 
 
-def capacity_gap(replica: Replica, op: OperatingPoint) -> str:
-    """Why a point has no capacity (`capacity` is empty), in words."""
+def capacity_gap(replica: Replica, op: OperatingPoint) -> Blocker:
+    """Why a point has no capacity (`capacity` is empty): its step budget is below the
+    shortest step it could take."""
     ms = 1e3
     floor = replica.floor_s
     if op.longest_step_s is not None and op.role == "colocated":
@@ -225,13 +226,17 @@ def capacity_gap(replica: Replica, op: OperatingPoint) -> str:
         if full >= op.longest_step_s:
             weights = replica.weight_read_s  # 0 for measured curves, whose steps include it
             of_which = f" (weights {weights * ms:,.1f} ms)" if weights > 0 else ""
-            return (
+            return Blocker(
+                "tpot",
                 f"a step with a {op.chunk_tokens:,}-token prefill chunk takes at least "
-                f"{full * ms:,.1f} ms{of_which}, more than the {op.longest_step_s * ms:,.1f} ms TPOT"
+                f"{full * ms:,.1f} ms{of_which}, more than the {op.longest_step_s * ms:,.1f} ms TPOT",
+                full / op.longest_step_s,
             )
-    return (
+    return Blocker(
+        "tpot",
         f"a step budget of {op.step_s * ms:,.1f} ms leaves nothing after the fixed time and the "
-        f"weight read ({floor * ms:,.1f} ms)"
+        f"weight read ({floor * ms:,.1f} ms)",
+        floor / op.step_s,
     )
 
 
@@ -320,6 +325,9 @@ class Blocker:
 
     kind: str  # weights | memory | ttft | tpot
     message: str
+    miss: float = math.inf
+    """How far off, as what the point gives over what the class needs (> 1; inf where not
+    measured): the explanation of an infeasible class shows the nearest miss of each kind."""
 
 
 def weights_blocker(replica: Replica, limits: Limits) -> Blocker | None:
@@ -349,6 +357,7 @@ def memory_blocker(
         return Blocker(
             "memory",
             f"KV cache holds {kv_tokens:,.0f} tokens, fewer than one {longest:,.0f}-token sequence",
+            longest / max(kv_tokens, 1e-9),
         )
     return None
 
@@ -377,6 +386,7 @@ def ineligibility(
         return Blocker(
             "ttft",
             f"TTFT {lat.ttft_s * 1e3:,.0f} ms > target {shape.ttft_s * 1e3:,.0f} ms",
+            lat.ttft_s / shape.ttft_s,
         )
     if shape.ttft_s is not None and lat.ttft_s is not None:
         late = unqueued_misses(replica, op, shape)
@@ -386,6 +396,7 @@ def ineligibility(
                 f"the longest {late:.2%} of prompts (up to {shape.longest_sequence(False):,.0f} "
                 f"tokens) miss the {shape.ttft_s * 1e3:,.0f} ms TTFT even unqueued, more than "
                 f"the {shape.miss_share:.2%} allowed",
+                late / shape.miss_share,
             )
     if (
         shape.tpot_s is not None
@@ -395,6 +406,7 @@ def ineligibility(
         return Blocker(
             "tpot",
             f"TPOT {lat.tpot_s * 1e3:,.1f} ms > target {shape.tpot_s * 1e3:,.1f} ms",
+            lat.tpot_s / shape.tpot_s,
         )
     return None
 

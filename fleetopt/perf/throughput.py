@@ -64,8 +64,10 @@ def candidate_points(
     replica: Replica, role: str, shape: RequestShape, chunks: list[int], limits: Limits
 ) -> list[OperatingPoint]:
     """Prefill: one point per chunk. Decode: the step of the class's best throughput cut to its
-    TPOT target. Colocated, per chunk: every longest-step budget of `held_budgets`, each with
-    the steps of `colocated_steps`."""
+    TPOT target, and the TPOT's own step where the best one leaves no room for the TPOT's
+    margin (`with_latency_margins`: a batch of one or two sequences, held by the slots or the
+    KV cache, fluctuates more than the step's room beside it). Colocated, per chunk: every
+    longest-step budget of `held_budgets`, each with the steps of `colocated_steps`."""
     if role == "prefill":
         return [OperatingPoint(role, prefill_step_s(replica, c), c) for c in sorted(set(chunks))]
     if role == "decode":
@@ -73,13 +75,26 @@ def candidate_points(
         step = throughput_step_s(replica, role, 0, shape, limits)
         if longest is not None:
             step = min(step, longest)
-        return [OperatingPoint(role, step if step > 0 else (longest or replica.fixed_s), 0)]
+        best = OperatingPoint(role, step if step > 0 else (longest or replica.fixed_s), 0)
+        if longest is None or best.step_s >= longest or _room(replica, best, shape, limits):
+            return [best]
+        return [best, OperatingPoint(role, longest, 0)]
     return [
         op
         for chunk in sorted(set(chunks))
         for held in held_budgets(replica, chunk, shape, limits)
         for op in colocated_steps(replica, chunk, shape, limits, held)
     ]
+
+
+def _room(replica: Replica, op: OperatingPoint, shape: RequestShape, limits: Limits) -> bool:
+    """The point carries some of the class alone once its latency margins are taken."""
+    caps = capacity(replica, op, limits)
+    uses = {"class": usage(replica, op, shape)}
+    return (
+        bool(caps)
+        and with_latency_margins(replica, op, {"class": shape}, limits, caps, uses) is not None
+    )
 
 
 def held_budgets(
