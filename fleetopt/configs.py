@@ -140,7 +140,7 @@ class Rejection:
     kind: str  # tensor_parallel | weights | memory | ttft | tpot | profile
     reason: str
     miss: float = math.inf
-    """What the config gives over what the class needs (`Blocker.miss`)."""
+    """How far off, a ratio above 1 (`Blocker.miss`)."""
     roomless: bool = False
     """The point has no room at all (its step budget is below the shortest step it could
     take): telling only where no point of the replica has room (`_where_no_room`)."""

@@ -326,8 +326,9 @@ class Blocker:
     kind: str  # weights | memory | ttft | tpot
     message: str
     miss: float = math.inf
-    """How far off, as what the point gives over what the class needs (> 1; inf where not
-    measured): the explanation of an infeasible class shows the nearest miss of each kind."""
+    """How far off, as a ratio above 1 (the latency the point gives over the target, what a
+    sequence needs over what the cache holds; inf where not measured): the explanation of an
+    infeasible class shows the nearest miss of each kind."""
 
 
 def weights_blocker(replica: Replica, limits: Limits) -> Blocker | None:
