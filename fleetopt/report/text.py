@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fleetopt.instance import RANGES
 from fleetopt.plan import Plan
 from fleetopt.report.lengths import length_lines, length_rows
 
@@ -101,9 +102,10 @@ def _throughput_line(plan: Plan) -> str:
     limit = plan.demand_scale_limit
     if limit is None or plan.demand_scale < limit * (1 - 1e-6):
         return served + " within the budget"
+    most = RANGES["requests_per_s"][1]
     return (
-        f"{served}, the most the supported rates allow (1,000,000 req/s a workload): the budget "
-        "buys more than that and is not all spent"
+        f"{served}, the most the supported rates allow ({most:,.0f} req/s a workload): the "
+        "budget buys more than that and is not all spent"
     )
 
 
