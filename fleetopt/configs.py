@@ -76,7 +76,7 @@ def request_class(workload: Workload) -> RequestClass:
         input_tail=workload.input.at_percentile(percentile),
         output_tail=workload.output.at_percentile(percentile),
         ttft_s=slo.ttft_ms / 1e3 if slo and slo.ttft_ms else None,
-        tpot_s=slo.tpot_ms / 1e3 if slo and slo.tpot_ms else None,
+        tpot_s=slo.tpot_ms / 1e3 if slo and slo.tpot_ms and _decodes(workload) else None,
         miss_share=1 - percentile / 100,
         output_shortest=workload.output.shortest,
         input_longest=workload.input.longest,
@@ -88,6 +88,12 @@ def request_class(workload: Workload) -> RequestClass:
         input_bins=tail_bins(workload.input, percentile, inputs),
     )
     return RequestClass(workload.name, workload.model, workload.rate, shape, percentile)
+
+
+def _decodes(workload: Workload) -> bool:
+    """Some request has a token after its first: a TPOT has gaps to hold. Where every output
+    is one token, the first token ends each request and a TPOT target binds nothing."""
+    return workload.output.longest > 1
 
 
 @dataclass

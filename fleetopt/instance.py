@@ -97,7 +97,8 @@ class Slo(Strict):
     ttft_ms: Positive | None = None
     """Time to first token target, ms (prefill + queueing + KV transfer)."""
     tpot_ms: Positive | None = None
-    """Time per output token target, ms (the decode step time)."""
+    """Time per output token target, ms (the decode step time); none binds where every
+    output is one token (the first token ends the request)."""
     percentile: float = Field(99, gt=0, lt=100)
     """Share of requests, in percent, that must meet the targets."""
 

@@ -218,3 +218,14 @@ def test_a_decode_replica_of_one_sequence_holds_its_tpot_at_the_tpot_step():
     decode = [p for p in plan.pools if p.role == "decode"]
     assert decode and all(p.step_ms <= 50 for p in decode)
     assert verify(plan, resolved) == []
+
+
+def test_a_tpot_binds_nothing_where_every_output_is_one_token():
+    """One output token: the first token ends the request, so no token waits a TPOT. A 5 ms
+    TPOT bought a tp4 decode replica (14.95 $/h against 5.98) for gaps no request has."""
+    args = dict(requests_per_s=100, input_tokens=1, output_tokens=1, ttft_ms=50)
+    kw = dict(modes=("disaggregated",), tensor_parallel=(1, 2, 4, 8))
+    tight = plan_fleet(parse_instance(analytic_instance(["h100-sxm"], tpot_ms=5, **args, **kw)))
+    loose = plan_fleet(parse_instance(analytic_instance(["h100-sxm"], tpot_ms=None, **args, **kw)))
+    assert tight.cost_per_hour == pytest.approx(loose.cost_per_hour)
+    assert tight.gpus == loose.gpus == {"h100-sxm": 2}
