@@ -310,3 +310,16 @@ def test_gamma_arrivals_have_the_cv_asked():
         gaps = np.diff(requests.arrival_s)
         assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.05)
         assert 1 / gaps.mean() == pytest.approx(10.0, rel=0.05)
+
+
+def test_the_attainment_margin_by_batch_means_by_hand():
+    """Misses that come together (here the second half of the run) widen the interval on the
+    share met far beyond a count of independent requests: 20 runs of 5, ten all met, ten all
+    missed: sd of the runs' shares sqrt(20 · 0.25 / 19), over sqrt(20), times t(19) 2.093."""
+    from fleetopt.simulate.metrics import _margin
+
+    clustered = np.array([True] * 50 + [False] * 50)
+    assert _margin(clustered) == pytest.approx(2.093 * math.sqrt(20 * 0.25 / 19) / math.sqrt(20))
+    even = np.array([True, False] * 50)  # every run of 5 alternates: shares 0.6 and 0.4
+    assert _margin(even) == pytest.approx(2.093 * math.sqrt(20 * 0.01 / 19) / math.sqrt(20))
+    assert _margin(np.ones(39, dtype=bool)) is None

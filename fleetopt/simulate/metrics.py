@@ -103,6 +103,7 @@ def _workload(plan: Plan, outcome: Outcome, index: int) -> dict:
             "ttft": _share(ttft_ok),
             "tpot": _share(tpot_ok),
             "both": _share(ttft_ok & tpot_ok),
+            "both_margin": _margin(ttft_ok & tpot_ok),
         }
     in_window = (requests.arrival_s >= start) & (requests.arrival_s <= end) & mine
     return {
@@ -188,6 +189,23 @@ def _percentiles(values: np.ndarray) -> dict[str, float | None]:
 
 def _share(ok: np.ndarray) -> float | None:
     return float(ok.mean()) if len(ok) else None
+
+
+BATCHES = 20
+"""Batch means: the measured requests of a class, in arrival order, cut into this many runs."""
+T_95 = 2.093
+"""Student's t at 97.5% with BATCHES − 1 degrees of freedom: a two-sided 95% interval."""
+
+
+def _margin(ok: np.ndarray) -> float | None:
+    """Half-width of a 95% interval on the share met, by batch means: requests that queue
+    behind the same long prompt miss together, so the share varies far more than a count of
+    independent requests would say; the spread of the runs' shares measures that. None with
+    fewer than two requests a run."""
+    if len(ok) < 2 * BATCHES:
+        return None
+    runs = [part.mean() for part in np.array_split(ok.astype(float), BATCHES)]
+    return float(T_95 * np.std(runs, ddof=1) / np.sqrt(BATCHES))
 
 
 def _mean(values: np.ndarray) -> float | None:

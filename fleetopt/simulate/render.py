@@ -82,6 +82,12 @@ def pool_table(report: dict) -> str:
     return grid(head, rows)
 
 
+def _attained(attained: dict | None) -> str:
+    if not attained or attained["both_margin"] is None:
+        return _share(attained and attained["both"])
+    return f"{_share(attained['both'])} ± {attained['both_margin'] * 100:.1f}"
+
+
 def versus_targets(report: dict) -> str:
     """Measured p99 beside the plan's prediction and the target, per class."""
     head = [
@@ -96,6 +102,10 @@ def versus_targets(report: dict) -> str:
         slo = w["slo"] or {}
         attained = w["slo_attainment"]
         verdict = "-" if w["meets_slo"] is None else ("yes" if w["meets_slo"] else "NO")
+        if attained and attained["both_margin"] is not None:
+            required = slo["percentile"] / 100
+            if abs(attained["both"] - required) <= attained["both_margin"]:
+                verdict += ", within noise"
         rows.append(
             [
                 w["name"],
@@ -113,7 +123,7 @@ def versus_targets(report: dict) -> str:
                         fmt_number(slo.get("tpot_ms"), 0),
                     ]
                 ),
-                _share(attained and attained["both"]),
+                _attained(attained),
                 f"{verdict} (p{slo['percentile']:g})" if slo else "-",
             ]
         )
