@@ -5,10 +5,11 @@ the limits: availability caps, whole nodes and the budget. HiGHS's irreducible i
 names the rows in conflict; they are Pyomo components (`gpu_cap[h100-sxm, t]`, `budget`,
 `coverage_prefill[chat, t]`, docs/formulation.md) and are read back as the fields that set them.
 HiGHS's feasibility relaxation then sizes the fix: how many more GPUs of a type, or how many more
-$/h, first for each limit alone, then for all of them together. The budget alone is sized by the
-cheapest fleet without it, which the pipeline's own solve finds (HiGHS's relaxation of it is the
-same program solved without the presolve, and ran out of time on instances the solve answers in
-a second). The time limit left is shared among these solves.
+$/h, first for each limit alone, then for all of them together. The budget, and a cap the
+relaxation does not size in time, are sized by the cheapest fleet without them, which the
+pipeline's own solve finds (HiGHS's relaxation is the same program solved without the presolve,
+and ran out of time on instances the solve answers in a second). The time limit left is shared
+among these solves.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import pyomo.core as pyo
 from pyomo.core.base.constraint import ConstraintData
 
+from fleetopt.formulation.blocks import Solution
 from fleetopt.formulation.data import ProgramData
 from fleetopt.solve import SolveOptions, irreducible_conflict, relax_rows
 
@@ -28,7 +30,7 @@ RELAXABLE = ("gpu_cap", "budget")
 """Limit families the relaxation may loosen; whole nodes and the demand stay as stated."""
 
 SIZING_GAP = 0.01
-"""The gap to which the cheapest fleet without the budget is solved to size the budget's fix."""
+"""The gap to which the cheapest fleet without the limits is solved to size their fix."""
 
 
 @dataclass(frozen=True)
@@ -40,15 +42,16 @@ class Limit:
     rows: tuple[ConstraintData, ...]
 
 
-CheapestCost = Callable[[SolveOptions], float | None]
-"""The cost of the cheapest fleet without the budget (None: none found in the time given)."""
+SolveWithout = Callable[[ProgramData, SolveOptions], Solution | None]
+"""The pipeline's solve of a program (the limits' instance less some of them): its plan, or None
+where it finds none in the time given."""
 
 
 def explain_conflict(
     data: ProgramData,
     model: pyo.ConcreteModel,
     options: SolveOptions,
-    cheapest: CheapestCost | None = None,
+    solve: SolveWithout | None = None,
 ) -> str:
     """One line: the limits in conflict, the demand they block, and the fix with its size."""
     conflict = irreducible_conflict(model)
@@ -58,7 +61,7 @@ def explain_conflict(
     blocked = sorted({_key(c) for c in conflict.rows if _family(c).startswith("coverage_")})
     words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
     demand = ", ".join(blocked) if blocked and conflict.irreducible else "the demand"
-    fixes = suggest(data, model, named, every, options, cheapest)
+    fixes = suggest(data, model, named, every, options, solve)
     fix = "; fix: " + ", or ".join(fixes) if fixes else "; fix: loosen the limits named"
     return f"infeasible within the limits: no fleet for {demand} fits {words}{fix}"
 
@@ -69,7 +72,7 @@ def suggest(
     named: list[Limit],
     every: list[Limit],
     options: SolveOptions,
-    cheapest: CheapestCost | None = None,
+    solve: SolveWithout | None = None,
 ) -> list[str]:
     """Each limit in the conflict that alone can be loosened into a fleet, by how much; else
     every cap and the budget loosened together (the IIS is the LP relaxation's: once one limit
@@ -77,28 +80,57 @@ def suggest(
     relaxable = [limit for limit in named if limit.family in RELAXABLE]
     share = options
     if options.time_limit is not None:
-        share = dataclasses.replace(options, time_limit=options.time_limit / (len(relaxable) + 1))
-    alone = [fix for limit in relaxable if (fix := _loosen(data, model, limit, share, cheapest))]
+        parts = 2 * (len(relaxable) + 1)  # each fix may take two solves
+        share = dataclasses.replace(options, time_limit=options.time_limit / parts)
+    alone = [fix for limit in relaxable if (fix := _loosen(data, model, [limit], share, solve))]
     if alone:
         return alone
-    together = _relax(data, model, [x for x in every if x.family in RELAXABLE], share)
+    together = _loosen(data, model, [x for x in every if x.family in RELAXABLE], share, solve)
     return [together] if together else []
 
 
 def _loosen(
     data: ProgramData,
     model: pyo.ConcreteModel,
-    limit: Limit,
+    limits: list[Limit],
     options: SolveOptions,
-    cheapest: CheapestCost | None,
+    solve: SolveWithout | None,
 ) -> str | None:
-    """The fix of one limit alone: the budget to the cost of the cheapest fleet without it
-    (within SIZING_GAP: any fleet's cost is a budget that fixes it), a cap by HiGHS's
-    relaxation."""
-    if limit.family != "budget" or cheapest is None:
-        return _relax(data, model, [limit], options)
-    cost = cheapest(dataclasses.replace(options, mip_gap=max(options.mip_gap, SIZING_GAP)))
-    return None if cost is None else _raise(limit, data, max(cost - data.budget_per_hour, 0.0))
+    """The fix of these limits: caps by HiGHS's relaxation, the least GPUs at their prices; the
+    budget, or caps the relaxation does not size in time (it is the whole MIP, without the
+    presolve), by the pipeline's solve without them."""
+    caps_only = all(limit.family == "gpu_cap" for limit in limits)
+    if caps_only and (fix := _relax(data, model, limits, options)):
+        return fix
+    return None if solve is None else _sized(data, limits, options, solve)
+
+
+def _sized(
+    data: ProgramData, limits: list[Limit], options: SolveOptions, solve: SolveWithout
+) -> str | None:
+    """The limits raised to what the cheapest fleet without them uses (solved within
+    SIZING_GAP: any fleet's use is a fix): its cost for the budget, its most GPUs in a period
+    for a cap."""
+    loose = {limit.key for limit in limits if limit.family == "gpu_cap"}
+    budget = any(limit.family == "budget" for limit in limits)
+    without = dataclasses.replace(
+        data,
+        gpus=[dataclasses.replace(g, max_gpus=None) if g.name in loose else g for g in data.gpus],
+        budget_per_hour=None if budget else data.budget_per_hour,
+    )
+    fleet = solve(without, dataclasses.replace(options, mip_gap=max(options.mip_gap, SIZING_GAP)))
+    if fleet is None:
+        return None
+    raises = []
+    for limit in limits:
+        if limit.family == "budget":
+            excess = fleet.cost_per_hour - data.budget_per_hour
+        else:
+            most = max((n for (g, _), n in fleet.gpus.items() if g == limit.key), default=0.0)
+            excess = most - _market(data, limit.key).max_gpus
+        if excess > 1e-6:
+            raises.append(_raise(limit, data, excess))
+    return " and ".join(raises) or None
 
 
 def _relax(

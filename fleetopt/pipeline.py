@@ -640,8 +640,7 @@ def explain_limits(resolved: Resolved, config_set: ConfigSet, options: SolveOpti
 
     data = program_data(resolved, config_set)
 
-    def cheapest_without_budget(share: SolveOptions) -> float | None:
-        solved = solve_program(dataclasses.replace(data, budget_per_hour=None), share)
-        return None if solved.solution is None else solved.solution.cost_per_hour
+    def solve(loosened: ProgramData, share: SolveOptions) -> Solution | None:
+        return solve_program(loosened, share).solution
 
-    return explain_conflict(data, build_model(data), options, cheapest_without_budget)
+    return explain_conflict(data, build_model(data), options, solve)

@@ -318,6 +318,7 @@ def relax_rows(
     penalty = np.full(highs.getNumRow(), -1.0)  # negative: the row may not be relaxed
     penalty[rows] = list(penalties.values())
     _configure(highs, dataclasses.replace(options, verbose=False), {})
+    highspy.Highs.resetGlobalScheduler(True)  # as `_run`: blocks solved elsewhere left none
     highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
     if not highs.getSolution().value_valid:
         return None

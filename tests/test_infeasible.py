@@ -14,6 +14,8 @@ from fleetopt.cli import main
 from fleetopt.configs import enumerate_configs
 from fleetopt.errors import InfeasibleError
 from fleetopt.instance import parse_instance
+from fleetopt.pipeline import plan_fleet
+from fleetopt.solve import SolveOptions
 from tests.helpers import analytic_instance, solve
 
 
@@ -125,6 +127,41 @@ def test_the_nearest_miss_is_named_and_the_step_grid_is_not():
     ]
     assert len(misses) > 1
     assert text.endswith(f"(ttft: TTFT {min(misses):,.0f} ms > target 150 ms)"), text
+
+
+def _noded(**gpu) -> dict:
+    """Two mistral-7b classes on 8-GPU a10g nodes over four periods (a fuzz instance, f024)."""
+    data = analytic_instance(["a10g"], model="mistral-7b", modes=("colocated", "disaggregated"))
+    data["gpus"] = [{"type": "a10g", "gpus_per_node": 8, **gpu}]
+    data["serving"]["tensor_parallel"] = [1, 2]
+    shapes = [(3.41, 4442, 13326, 765, 1530, 6440, 120), (47.37, 893, 2679, 785, 1570, 923, 80)]
+    data["workloads"] = [
+        {
+            "name": f"w{i}",
+            "model": "mistral-7b",
+            "requests_per_s": rate,
+            "input_tokens": {"mean": mean_in, "p99": p99_in},
+            "output_tokens": {"mean": mean_out, "p99": p99_out},
+            "slo": {"ttft_ms": ttft, "tpot_ms": tpot},
+        }
+        for i, (rate, mean_in, p99_in, mean_out, p99_out, ttft, tpot) in enumerate(shapes)
+    ]
+    data["models"].append({"name": "llama-3.1-8b", "weight_dtype": "fp8"})  # no workload
+    data["demand_profile"] = {"period_hours": 1, "multipliers": [1, 0.25, 0.5, 1]}
+    return data
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_cap_is_sized_whatever_process_solved_the_blocks(jobs):
+    """With the periods' blocks solved in worker processes (`--jobs 2`, the default on two
+    cores), HiGHS's feasibility relaxation ran in a process whose thread scheduler no solve had
+    set up and failed at once: 'fix: loosen the limits named'. Sized either way, to the fleet
+    without the cap (560 a10g), and the fix is feasible."""
+    need = max(solve(_noded()).gpus.values())
+    with pytest.raises(InfeasibleError) as caught:
+        plan_fleet(parse_instance(_noded(max_gpus=4)), SolveOptions(jobs=jobs))
+    assert f"raise gpus[a10g].max_gpus from 4 to {need} (+{need - 4} GPUs)" in str(caught.value)
+    assert solve(_noded(max_gpus=need)).gpus["a10g"] <= need
 
 
 def test_cli_exit_3_one_line(tmp_path):
