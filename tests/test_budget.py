@@ -27,7 +27,11 @@ from helpers import analytic_instance, max_alpha_lp, measured_instance, solve
 
 from fleetopt.catalog import resolve
 from fleetopt.cli import main
+from fleetopt.configs import enumerate_configs
+from fleetopt.formulation.model import replica_bounds
+from fleetopt.formulation.sizing import columns, replicas_alone
 from fleetopt.instance import parse_instance
+from fleetopt.pipeline import program_data
 from fleetopt.report.text import summary_lines
 from fleetopt.verify import verify
 
@@ -260,3 +264,28 @@ def test_budget_too_small_for_one_replica_is_exit_3(tmp_path, where):
     assert len(lines) == 1 and lines[0].startswith("error:")
     assert "budget" in lines[0]
     assert result.stdout == ""
+
+
+def test_throughput_replica_bounds_keep_to_the_caps_and_the_rate_limit():
+    """A budget's own bound on replicas ran to millions (1e7 $/h), and `pool_beyond`'s
+    coefficient X − N times HiGHS's integrality tolerance then let a replica count at the
+    pooling tail's rate with its `fill` at 1e-6: two-model-fleet at --budget 1e7 failed
+    verification (exit 4). The bounds now stop at the GPU type's cap over tp and at what the
+    supported rates need; the capped plan verifies (plan_fleet checks it)."""
+    data = analytic_instance(["l40s", "h100-sxm"], 20, 1000, 200, tensor_parallel=(1, 2))
+    data["gpus"][0]["max_gpus"] = 16
+    data["objective"] = {"maximize": "throughput", "budget_per_hour": 1e7}
+    resolved = resolve(parse_instance(copy.deepcopy(data)))
+    program = program_data(resolved, enumerate_configs(resolved))
+    bounds = replica_bounds(program)
+    limit = program.demand_scale_limit
+    need = replicas_alone(
+        columns(program), {c.name: c.requests_per_s * limit for c in program.classes}
+    )
+    for (k, _), bound in bounds.items():
+        config = program.configs[k]
+        assert bound <= need[k]
+        if config.gpu == "l40s":
+            assert bound <= 16 // config.tp
+    plan = solve(data)
+    assert plan.gpus.get("l40s", 0) <= 16

@@ -83,27 +83,35 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
 
 def replica_bounds(data: ProgramData, cols: Columns | None = None) -> dict[tuple[int, int], int]:
     """Replicas of config k never needed in period t: enough to carry every eligible class
-    alone (cost mode), or what the budget buys (throughput mode), or fewer where an incumbent
-    proves it (`data.replica_bounds`). Tight bounds speed up branch and bound, and tighten the
-    pooling chord (docs/formulation.md §2). A bound an incumbent proved is never above the
+    alone (cost mode; in throughput mode at the largest demand scale, `demand_scale_limit`,
+    and no more than the budget buys or the GPU type's cap allows), or fewer where an incumbent
+    proves it (`data.replica_bounds`). Tight bounds speed up branch and bound and tighten the
+    pooling chord (docs/formulation.md §2); in throughput mode a budget's bound alone ran to
+    millions, and `pool_beyond`'s coefficient X − N times HiGHS's integrality tolerance let a
+    replica count at the tail rate with `fill` at 1e-6 (a plan verify refused). A bound an incumbent proved is never above the
     demand's (each started from it and only fell), so the demand is computed only where one is
     missing: the presolve builds a block's model several times. `cols`: `columns(data)`, where
     the caller has it."""
     keys = [(k, t) for k in range(len(data.configs)) for t in range(len(data.periods))]
     bounds = dict(data.replica_bounds)
     missing = [key for key in keys if key not in bounds]
-    if data.maximize_throughput:
-        bounds |= {(k, t): _budget_bound(data, k, t) for k, t in missing}
-    elif missing:
+    limit = data.demand_scale_limit if data.maximize_throughput else 1.0
+    if missing and limit is not None:
         cols = columns(data) if cols is None else cols
         need: dict[int, np.ndarray] = {}  # each period's, sized once
         for k, t in missing:
             if t not in need:
-                scale = data.periods[t].multiplier
+                scale = data.periods[t].multiplier * limit
                 rates = {c.name: c.requests_per_s * scale for c in data.classes}
                 need[t] = replicas_alone(cols, rates)
             bounds[k, t] = int(need[t][k])
-    return {key: bounds[key] for key in keys}
+    if data.maximize_throughput:
+        caps = {g.name: g.max_gpus for g in data.gpus if g.max_gpus is not None}
+        for k, t in missing:
+            config = data.configs[k]
+            most = min(bounds.get((k, t), math.inf), _budget_bound(data, k, t))
+            bounds[k, t] = min(most, caps.get(config.gpu, math.inf) // config.tp)
+    return {key: int(bounds[key]) for key in keys}
 
 
 def _budget_bound(data: ProgramData, k: int, t: int) -> int:
