@@ -157,9 +157,10 @@ def _relax(
 def _raise(limit: Limit, data: ProgramData, excess: float) -> str:
     if limit.family == "budget":
         budget = data.budget_per_hour
+        enough = math.ceil((budget + excess) * 100 - 1e-6) / 100  # shown in cents: round up
         return (
-            f"raise objective.budget_per_hour from {budget:,.2f} to {budget + excess:,.2f} $/h "
-            f"(+{excess:,.2f})"
+            f"raise objective.budget_per_hour from {budget:,.2f} to {enough:,.2f} $/h "
+            f"(+{enough - budget:,.2f})"
         )
     cap = _market(data, limit.key).max_gpus
     more = math.ceil(excess - 1e-6)
