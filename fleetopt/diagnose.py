@@ -81,7 +81,14 @@ def _explain(
     for r in sorted(rejections, key=lambda r: (r.kind, r.miss, r.reason)):
         first.setdefault(r.kind, r.reason)
     reasons = [f"{kind}: {reason}" for kind, reason in sorted(first.items())]
-    return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)})"
+    short = next((FIELDS[kind] for kind in FIELDS if kind in first), None)
+    fix = f"; {_fixes(cls, resolved, short)}" if short else ""
+    return f"{cls.name}: no config can {side} it within its targets ({'; '.join(reasons)}){fix}"
+
+
+FIELDS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "memory": "kv_cache", "weights": "weights"}
+"""The kind of reason whose fix an explanation names, the first present in this order: a
+latency target first, since the grid of points is tried for it."""
 
 
 def _fixes(cls: RequestClass, resolved: Resolved, short: str) -> str:
