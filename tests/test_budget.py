@@ -228,6 +228,40 @@ def test_a_budget_beyond_the_limit_costs_what_cost_mode_does_at_the_limit():
     _check_plan(plan, data, 1e7)
 
 
+def test_a_throughput_plan_is_the_cheapest_fleet_at_its_scale():
+    """The throughput objective weighs cost at 1e-6/budget, below the gap: with tiered pricing
+    and a budget of 1e7 $/h, a plan (fuzz r001, here) cost 9.8M $/h of GPUs no pool used
+    where 172 serve the same scale. It now costs what cost mode does at its scale."""
+    data = analytic_instance(["a10g", "a100-80gb"], 0.579, 10127, 16, ttft_ms=None, tpot_ms=None)
+    data["gpus"][1] |= {"max_gpus": 256, "gpus_per_node": 4}
+    data["models"][0]["kv_dtype"] = "fp8"
+    data["workloads"].append(
+        {
+            "name": "long",
+            "model": "llama-3.1-8b",
+            "requests_per_s": 0.807,
+            "input_tokens": {"mean": 45785, "p50": 26456, "p99": 126960, "max": 126960},
+            "output_tokens": {"mean": 53, "p50": 48, "p90": 98, "p99": 221},
+            "slo": {"ttft_ms": 32400, "tpot_ms": 13.5},
+        }
+    )
+    data["serving"] |= {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2]}
+    data["serving"]["max_num_seqs"] = 512
+    data["pricing"] = {
+        "reserved_price_factor": 0.407,
+        "spot_price_factor": 0.752,
+        "spot_max_fraction": 0.548,
+    }
+    data["objective"] = {"maximize": "throughput", "budget_per_hour": 1e7}
+    plan = solve(data)  # verified by plan_fleet
+    assert plan.objective == "maximize throughput" and plan.cost_per_hour <= 1e7
+    at_scale = copy.deepcopy(data)
+    del at_scale["objective"]
+    for w in at_scale["workloads"]:
+        w["requests_per_s"] *= plan.demand_scale * (1 - 1e-9)
+    assert plan.cost_per_hour == pytest.approx(solve(at_scale).cost_per_hour, rel=GAP)
+
+
 # --- command line ------------------------------------------------------------------------------
 
 
