@@ -596,8 +596,8 @@ def _cheapest_at_scale(
     gap of it (the budget buys more than the queueing models are tested at), on every config;
     else at alpha, on the configs the throughput plan uses (at the largest scale the caps
     allow, cost mode on every config is a hard search for any fleet: two-model-fleet 9 → 57 s
-    for 0.9%). The plan keeps alpha's bound and gap (at the limit: the limit, and the cost's
-    gap); where that solve finds no cheaper fleet in the time left, the throughput plan stands."""
+    for 0.9%). The plan keeps alpha's bound and gap (at the limit: the limit itself, gap 0);
+    where that solve finds no cheaper fleet in the time left, the throughput plan stands."""
     began = time.perf_counter() - solved.outcome.seconds
     limit = data.demand_scale_limit
     alpha = solved.solution.alpha
