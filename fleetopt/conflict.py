@@ -99,6 +99,8 @@ def _loosen(
     """The fix of these limits: caps by HiGHS's relaxation, the least GPUs at their prices; the
     budget, or caps the relaxation does not size in time (it is the whole MIP, without the
     presolve), by the pipeline's solve without them."""
+    if not limits:  # whole nodes alone: nothing the fix may loosen
+        return None
     caps_only = all(limit.family == "gpu_cap" for limit in limits)
     if caps_only and (fix := _relax(data, model, limits, options)):
         return fix
