@@ -79,7 +79,7 @@ def plan_fleet(
             "buys no fleet that serves any of the demand within its targets; raise the budget"
         )
     if data.maximize_throughput:
-        solved = _cheapest_at_scale(data, solved, options.mip_gap, _less_time(options, began))
+        solved = _cheapest_at_scale(data, solved, _less_time(options, began))
         outcome = solved.outcome
     schedule = period_schedule(instance)[1]
     tiered = instance.demand_profile is not None or instance.pricing is not None
@@ -585,9 +585,7 @@ def program_data(resolved: Resolved, config_set: ConfigSet) -> ProgramData:
     )
 
 
-def _cheapest_at_scale(
-    data: ProgramData, solved: Solved, gap: float, options: SolveOptions
-) -> Solved:
+def _cheapest_at_scale(data: ProgramData, solved: Solved, options: SolveOptions) -> Solved:
     """The cheapest fleet that serves the demand scale the budget buys. The throughput
     objective weighs cost at 1e-6/budget, far below any gap, so HiGHS stops with any fleet
     that reaches the scale, GPUs no pool uses included (a fuzz instance with pricing: 9.8M $/h
@@ -601,7 +599,7 @@ def _cheapest_at_scale(
     began = time.perf_counter() - solved.outcome.seconds
     limit = data.demand_scale_limit
     alpha = solved.solution.alpha
-    at_limit = limit is not None and alpha >= limit * (1 - gap - 1e-9)
+    at_limit = limit is not None and alpha >= limit * (1 - options.mip_gap - 1e-9)
     scale = limit if at_limit else alpha
     classes = [
         dataclasses.replace(c, requests_per_s=c.requests_per_s * scale) for c in data.classes

@@ -88,10 +88,10 @@ def replica_bounds(data: ProgramData, cols: Columns | None = None) -> dict[tuple
     proves it (`data.replica_bounds`). Tight bounds speed up branch and bound and tighten the
     pooling chord (docs/formulation.md §2); in throughput mode a budget's bound alone ran to
     millions, and `pool_beyond`'s coefficient X − N times HiGHS's integrality tolerance let a
-    replica count at the tail rate with `fill` at 1e-6 (a plan verify refused). A bound an incumbent proved is never above the
-    demand's (each started from it and only fell), so the demand is computed only where one is
-    missing: the presolve builds a block's model several times. `cols`: `columns(data)`, where
-    the caller has it."""
+    replica count at the tail rate with `fill` at 1e-6 (a plan verify refused). A bound an
+    incumbent proved is never above the demand's (each started from it and only fell), so the
+    demand is computed only where one is missing: the presolve builds a block's model several
+    times. `cols`: `columns(data)`, where the caller has it."""
     keys = [(k, t) for k in range(len(data.configs)) for t in range(len(data.periods))]
     bounds = dict(data.replica_bounds)
     missing = [key for key in keys if key not in bounds]
