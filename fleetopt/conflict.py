@@ -1,10 +1,14 @@
 """Why a solved program has no fleet, in the instance's words, and the smallest limit that fixes it.
 
 Runs after HiGHS proves the program infeasible, which the pre-solve check (`diagnose.py`) leaves to
-the limits: availability caps, whole nodes and the budget. HiGHS's irreducible infeasible subset
-names the rows in conflict; they are Pyomo components (`gpu_cap[h100-sxm, t]`, `budget`,
-`coverage_prefill[chat, t]`, docs/formulation.md) and are read back as the fields that set them.
-HiGHS's feasibility relaxation then sizes the fix: how many more GPUs of a type, or how many more
+the limits: availability caps, whole nodes and the budget. A deletion filter names the ones in
+conflict: each limit (its rows in every period: `gpu_cap[h100-sxm, t]`, `whole_nodes[...]`,
+`budget`, docs/formulation.md) set free in turn, and left free where the program stays
+infeasible without it; then each class's demand (`coverage_prefill[chat, t]`, ...) the same way.
+What is left cannot hold together and holds without any one of its parts: an irreducible
+conflict at the level of the instance's fields, asked of the LP relaxation, or of the program
+itself where the relaxation holds (whole nodes). HiGHS's own IIS filters row by row, tens of
+thousands of rows, and ignores the time limit. HiGHS's feasibility relaxation then sizes the fix: how many more GPUs of a type, or how many more
 $/h, first for each limit alone, then for all of them together. The budget, and a cap the
 relaxation does not size in time, are sized by the cheapest fleet without them, which the
 pipeline's own solve finds (HiGHS's relaxation is the same program solved without the presolve,
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +29,7 @@ from pyomo.core.base.constraint import ConstraintData
 
 from fleetopt.formulation.blocks import Solution
 from fleetopt.formulation.data import ProgramData
-from fleetopt.solve import SolveOptions, irreducible_conflict, relax_rows
+from fleetopt.solve import HeldFeasibility, SolveOptions, relax_rows, time_left, time_spent
 
 RELAXABLE = ("gpu_cap", "budget")
 """Limit families the relaxation may loosen; whole nodes and the demand stay as stated."""
@@ -54,16 +59,43 @@ def explain_conflict(
     solve: SolveWithout | None = None,
 ) -> str:
     """One line: the limits in conflict, the demand they block, and the fix with its size."""
-    conflict = irreducible_conflict(model)
-    in_conflict = {(_family(c), _key(c)) for c in conflict.rows}
+    began = time.perf_counter()
+    held = HeldFeasibility(model)
+    # Where the LP relaxation holds, the conflict is the integers' (whole nodes, a cap below
+    # one replica's GPUs) and each question is a MIP.
+    integer = held.feasible(False, time_left(options, began)) is not False
     every = _limits(model)
-    named = [limit for limit in every if (limit.family, limit.key) in in_conflict]
-    blocked = sorted({_key(c) for c in conflict.rows if _family(c).startswith("coverage_")})
+    needed = _needed(held, [limit.rows for limit in every], integer, options, began)
+    named = [limit for limit, need in zip(every, needed, strict=True) if need is not False]
+    classes = _demands(model)
+    needed = _needed(held, list(classes.values()), integer, options, began)
+    blocked = [name for name, need in zip(classes, needed, strict=True) if need]
     words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
-    demand = ", ".join(blocked) if blocked and conflict.irreducible else "the demand"
-    fixes = suggest(data, model, named, every, options, solve)
+    demand = ", ".join(blocked) if None not in needed else "the demand"
+    fixes = suggest(data, model, named, every, time_left(options, began), solve)
     fix = "; fix: " + ", or ".join(fixes) if fixes else "; fix: loosen the limits named"
     return f"infeasible within the limits: no fleet for {demand} fits {words}{fix}"
+
+
+def _needed(
+    held: HeldFeasibility,
+    groups: list[tuple[ConstraintData, ...]],
+    integer: bool,
+    options: SolveOptions,
+    began: float,
+) -> list[bool | None]:
+    """A deletion filter over groups of rows: each set free in turn, and left free where the
+    rows still held cannot all hold without it. Whether the conflict needs each group; None
+    where HiGHS did not tell in time (the group stays held, as if needed)."""
+    needed: list[bool | None] = []
+    for rows in groups:
+        held.hold(rows, False)
+        spent = time_spent(options, began)
+        feasible = None if spent else held.feasible(integer, time_left(options, began))
+        if feasible is not False:
+            held.hold(rows, True)
+        needed.append(feasible)  # feasible without it: the conflict needs it
+    return needed
 
 
 def suggest(
@@ -192,8 +224,13 @@ def _limits(model: pyo.ConcreteModel) -> list[Limit]:
     return [Limit(family, key, tuple(rows)) for (family, key), rows in grouped.items()]
 
 
-def _family(row: ConstraintData) -> str:
-    return row.parent_component().name
+def _demands(model: pyo.ConcreteModel) -> dict[str, tuple[ConstraintData, ...]]:
+    """Each class's coverage rows, prefill and decode, over every period."""
+    grouped: dict[str, list[ConstraintData]] = {}
+    for family in ("coverage_prefill", "coverage_decode"):
+        for row in getattr(model, family).values():
+            grouped.setdefault(_key(row), []).append(row)
+    return {name: tuple(rows) for name, rows in grouped.items()}
 
 
 def _key(row: ConstraintData) -> str | None:

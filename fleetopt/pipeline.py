@@ -39,7 +39,7 @@ from fleetopt.instance import RANGES, Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
 from fleetopt.scaled_bound import ScaledLp, scaled_lp
-from fleetopt.solve import Outcome, SolveOptions, run_highs, time_spent
+from fleetopt.solve import Outcome, SolveOptions, run_highs, time_left, time_spent
 from fleetopt.verify import verify
 from fleetopt.workers import shared, worker_pool
 
@@ -68,7 +68,7 @@ def plan_fleet(
     solved = solve_program(data, options)
     outcome = solved.outcome
     if outcome.status == "infeasible":
-        raise InfeasibleError(explain_limits(resolved, config_set, _less_time(options, began)))
+        raise InfeasibleError(explain_limits(resolved, config_set, time_left(options, began)))
     if outcome.status == "no_solution":
         raise FleetoptError(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
@@ -79,7 +79,7 @@ def plan_fleet(
             "buys no fleet that serves any of the demand within its targets; raise the budget"
         )
     if data.maximize_throughput:
-        solved = _cheapest_at_scale(data, solved, _less_time(options, began))
+        solved = _cheapest_at_scale(data, solved, time_left(options, began))
         outcome = solved.outcome
     schedule = period_schedule(instance)[1]
     tiered = instance.demand_profile is not None or instance.pricing is not None
@@ -93,7 +93,7 @@ def plan_fleet(
     )
     plan.interrupted = outcome.interrupted
     if tiered and not data.maximize_throughput and not outcome.interrupted:
-        baseline = _less_time(options, began)  # the time limit covers both solves
+        baseline = time_left(options, began)  # the time limit covers both solves
         plan.peak_sized_cost_per_hour = _peak_sized_cost(plan, resolved, config_set, baseline)
     problems = verify(plan, resolved)
     if problems:
@@ -476,7 +476,7 @@ def solve_block(
     built = time.perf_counter()
     model = build_model(reduced.data)
     build = time.perf_counter() - built
-    outcome = run_highs(model, _less_time(options, began), incumbent_start(presolved, model))
+    outcome = run_highs(model, time_left(options, began), incumbent_start(presolved, model))
     if incumbent is not None and _no_better(outcome, incumbent.outcome):
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
     if outcome.status == "feasible":  # stopped early: HiGHS's bound may not have passed the LP's
@@ -525,13 +525,6 @@ def _bounded(outcome: Outcome, bound: float | None) -> Outcome:
     upper = outcome.objective
     gap = abs(upper - bound) / max(abs(upper), 1e-12)
     return dataclasses.replace(outcome, bound=bound, gap=gap)
-
-
-def _less_time(options: SolveOptions, began: float) -> SolveOptions:
-    if options.time_limit is None:
-        return options
-    left = max(options.time_limit - (time.perf_counter() - began), 1.0)
-    return dataclasses.replace(options, time_limit=left)
 
 
 def _no_better(outcome: Outcome, incumbent: Outcome) -> bool:

@@ -46,6 +46,14 @@ def time_spent(options: SolveOptions, began: float) -> bool:
     return options.time_limit is not None and time.perf_counter() - began >= options.time_limit
 
 
+def time_left(options: SolveOptions, began: float) -> SolveOptions:
+    """The options with what is left of the time limit since `began`, at least a second."""
+    if options.time_limit is None:
+        return options
+    left = max(options.time_limit - (time.perf_counter() - began), 1.0)
+    return dataclasses.replace(options, time_limit=left)
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: str  # optimal | feasible | infeasible | no_solution
@@ -284,26 +292,57 @@ def _cancel_on_interrupt(highs: highspy.Highs) -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
-@dataclass(frozen=True)
-class Conflict:
-    """Rows of an infeasible model that cannot all hold. `irreducible` is False when HiGHS could
-    not reduce the set (an infeasibility of the integers alone, where the LP relaxation is
-    feasible): the rows are then the whole model, not a minimal conflict."""
+class HeldFeasibility:
+    """A model's rows held in HiGHS without its objective, to ask again and again whether they
+    can all hold with some of them set free: conflict.py's deletion filter asks once per limit
+    and once per class. HiGHS's own IIS (`getIis`) filters row by row, ignores the time limit and
+    holds the GIL: minutes on a program of 20,000 rows (docs/benchmarks.md)."""
 
-    rows: list[ConstraintData]
-    irreducible: bool
+    def __init__(self, model: pyo.ConcreteModel) -> None:
+        self.loaded = hand_off(model)
+        highs = self.loaded.highs
+        columns = np.arange(highs.getNumCol(), dtype=np.int32)
+        highs.changeColsCost(len(columns), columns, np.zeros(len(columns)))
+        lp = highs.getLp()
+        self._lower, self._upper = np.array(lp.row_lower_), np.array(lp.row_upper_)
+        self._integrality = np.array(lp.integrality_)  # empty where no column is integer
+        self._columns = columns[: len(self._integrality)]
+        self._row = {id(row): i for i, row in enumerate(self.loaded.rows)}
 
+    def hold(self, rows: tuple[ConstraintData, ...], held: bool) -> None:
+        """These rows held to their bounds again, or set free."""
+        for row in rows:
+            i = self._row[id(row)]
+            lower, upper = (self._lower[i], self._upper[i]) if held else (-INF, INF)
+            self.loaded.highs.changeRowBounds(i, lower, upper)
 
-def irreducible_conflict(model: pyo.ConcreteModel) -> Conflict:
-    """An irreducible infeasible subset (IIS) of the model's rows, from HiGHS.
-
-    The default IIS strategy returned an empty set on real conflicts (../shared/SOLVER-NOTES.md),
-    so this asks for the irreducible one."""
-    loaded = hand_off(model)
-    highs = loaded.highs
-    highs.setOptionValue("iis_strategy", int(highspy.IisStrategy.kIisStrategyIrreducible))
-    _, iis = highs.getIis()
-    return Conflict([loaded.rows[i] for i in iis.row_index_], bool(iis.valid_))
+    def feasible(self, integer: bool, options: SolveOptions) -> bool | None:
+        """Whether the rows held can all hold, in integers or in the LP relaxation; None where
+        HiGHS does not tell within the time limit. Ctrl-C stops it with Interrupted."""
+        highs = self.loaded.highs
+        if len(self._columns):
+            kinds = (
+                self._integrality
+                if integer
+                else np.full(len(self._columns), highspy.HighsVarType.kContinuous)
+            )
+            highs.changeColsIntegrality(len(self._columns), self._columns, kinds)
+        # An LP question starts from the last one's basis, without presolve: 0.01-0.2 s each
+        # on a program of 23,000 rows, where presolve from scratch took 0.5 s every time.
+        if integer:
+            highs.clearSolver()
+        presolve = "choose" if integer else "off"
+        _configure(highs, dataclasses.replace(options, verbose=False), {"presolve": presolve})
+        _, interrupted = _run(highs)
+        if interrupted:
+            raise Interrupted("interrupted while naming the limits in conflict")
+        status = highs.getModelStatus()
+        if status in (
+            highspy.HighsModelStatus.kInfeasible,
+            highspy.HighsModelStatus.kUnboundedOrInfeasible,  # no objective: never unbounded
+        ):
+            return False
+        return True if status == highspy.HighsModelStatus.kOptimal else None
 
 
 def relax_rows(

@@ -1,10 +1,12 @@
-"""Infeasibility in words: the pre-solve check per class and target, and after the solve HiGHS's
-IIS read back as the instance's limits, with the relaxation that fixes them."""
+"""Infeasibility in words: the pre-solve check per class and target, and after the solve the
+limits in conflict and the classes they block (a deletion filter over the instance's limits),
+with the fix that sizes them."""
 
 from __future__ import annotations
 
 import copy
 
+import pyomo.core as pyo
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -15,7 +17,7 @@ from fleetopt.configs import enumerate_configs
 from fleetopt.errors import InfeasibleError
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet
-from fleetopt.solve import SolveOptions
+from fleetopt.solve import HeldFeasibility, SolveOptions
 from tests.helpers import analytic_instance, solve
 
 
@@ -99,6 +101,42 @@ def test_budget_and_cap_together():
     need = cheapest.gpus["h100-sxm"]
     assert f"raise gpus[h100-sxm].max_gpus from 1 to {need} (+{need - 1} GPUs) and" in text
     assert f"raise objective.budget_per_hour from 1.00 to {cheapest.cost_per_hour:,.2f}" in text
+
+
+def test_only_the_limits_and_classes_in_conflict_are_named():
+    """One h100 cannot carry chat's 40 requests/s, and carries `small`'s alone; the budget is
+    generous. The deletion filter leaves the cap and chat: the budget and `small` are not
+    needed for the conflict, and are not named."""
+    data = _capped(max_gpus=1)
+    small = {**data["workloads"][0], "name": "small", "requests_per_s": 0.5}
+    data["workloads"].append(small)
+    data["objective"] = {"minimize": "cost", "budget_per_hour": 1000.0}
+    text = _message(data)
+    assert "no fleet for chat fits the cap of 1 h100-sxm GPUs (gpus[h100-sxm].max_gpus);" in text
+    assert "budget" not in text
+
+
+def test_held_rows_set_free_and_held_again():
+    """The filter's questions: x + y ≥ 3 with x ≤ 1 and y ≤ 1 cannot hold; with either cap free
+    it can; held again, it cannot. In integers, 2x = 1 cannot hold where its LP can."""
+    model = pyo.ConcreteModel()
+    model.x = pyo.Var(domain=pyo.NonNegativeReals)
+    model.y = pyo.Var(domain=pyo.NonNegativeReals)
+    model.z = pyo.Var(domain=pyo.NonNegativeIntegers)
+    model.need = pyo.Constraint(expr=model.x + model.y >= 3)
+    model.cap_x = pyo.Constraint(expr=model.x <= 1)
+    model.cap_y = pyo.Constraint(expr=model.y <= 1)
+    model.half = pyo.Constraint(expr=2 * model.z == 1)
+    model.cost = pyo.Objective(expr=model.x + model.y)
+    held, options = HeldFeasibility(model), SolveOptions()
+    assert held.feasible(False, options) is False
+    held.hold((model.cap_x,), False)
+    assert held.feasible(False, options) is True
+    assert held.feasible(True, options) is False
+    held.hold((model.half,), False)
+    assert held.feasible(True, options) is True
+    held.hold((model.cap_x,), True)
+    assert held.feasible(True, options) is False
 
 
 def test_the_nearest_miss_is_named_and_the_step_grid_is_not():
