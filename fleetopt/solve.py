@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -251,14 +251,18 @@ def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None
         highs.setOptionValue(name, value)
 
 
-def _run(highs: highspy.Highs) -> tuple[float, list[int]]:
-    """HiGHS's run, with Ctrl-C asking it to stop: its seconds and the signals received."""
+def _run(
+    highs: highspy.Highs, solve: Callable[[], object] | None = None
+) -> tuple[float, list[int]]:
+    """HiGHS's run (or another of its solves), with Ctrl-C asking it to stop: its seconds and
+    the signals received. Every solve goes through here."""
     # HiGHS keeps one thread scheduler per process; a solve asking for another thread count
-    # than the last one fails unless the scheduler is reset first.
+    # than the last one fails unless the scheduler is reset first (blocks solved in worker
+    # processes leave this one with none).
     highspy.Highs.resetGlobalScheduler(True)
     began = time.perf_counter()
     with _cancel_on_interrupt(highs) as interrupted:
-        highs.run()
+        (solve or highs.run)()
     return time.perf_counter() - began, interrupted
 
 
@@ -357,8 +361,11 @@ def relax_rows(
     penalty = np.full(highs.getNumRow(), -1.0)  # negative: the row may not be relaxed
     penalty[rows] = list(penalties.values())
     _configure(highs, dataclasses.replace(options, verbose=False), {})
-    highspy.Highs.resetGlobalScheduler(True)  # as `_run`: blocks solved elsewhere left none
-    highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
+    _, interrupted = _run(
+        highs, lambda: highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
+    )
+    if interrupted:
+        raise Interrupted("interrupted while sizing the fix")
     if not highs.getSolution().value_valid:
         return None
     values, upper = highs.getSolution().row_value, highs.getLp().row_upper_
