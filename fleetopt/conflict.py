@@ -8,11 +8,12 @@ infeasible without it; then each class's demand (`coverage_prefill[chat, t]`, ..
 What is left cannot hold together and holds without any one of its parts: an irreducible
 conflict at the level of the instance's fields, asked of the LP relaxation, or of the program
 itself where the relaxation holds (whole nodes). HiGHS's own IIS filters row by row, tens of
-thousands of rows, and ignores the time limit. HiGHS's feasibility relaxation then sizes the fix: how many more GPUs of a type, or how many more
-$/h, first for each limit alone, then for all of them together. The budget, and a cap the
-relaxation does not size in time, are sized by the cheapest fleet without them, which the
-pipeline's own solve finds (HiGHS's relaxation is the same program solved without the presolve,
-and ran out of time on instances the solve answers in a second). The time limit left is shared
+thousands of rows, and ignores the time limit. The fix of each limit is sized by the cheapest
+fleet without it, which the pipeline's own solve finds: its cost for the budget, its most GPUs
+in a period for a cap, first for each limit alone, then for all of them together. (HiGHS's
+feasibility relaxation sized caps until 2026-12-06: it is the whole MIP without the presolve,
+ran out of time on instances the solve answers in a second, and on one of 119,000 rows asked
+for 588 H100s where the cheapest fleet without the cap uses 89.) The time limit left is shared
 among these solves.
 """
 
@@ -29,10 +30,10 @@ from pyomo.core.base.constraint import ConstraintData
 
 from fleetopt.formulation.blocks import Solution
 from fleetopt.formulation.data import ProgramData
-from fleetopt.solve import HeldFeasibility, SolveOptions, relax_rows, time_left, time_spent
+from fleetopt.solve import HeldFeasibility, SolveOptions, time_left, time_spent
 
 RELAXABLE = ("gpu_cap", "budget")
-"""Limit families the relaxation may loosen; whole nodes and the demand stay as stated."""
+"""Limit families a fix may loosen; whole nodes and the demand stay as stated."""
 
 SIZING_GAP = 0.01
 """The gap to which the cheapest fleet without the limits is solved to size their fix."""
@@ -56,7 +57,7 @@ def explain_conflict(
     data: ProgramData,
     model: pyo.ConcreteModel,
     options: SolveOptions,
-    solve: SolveWithout | None = None,
+    solve: SolveWithout,
 ) -> str:
     """One line: the limits in conflict, the demand they block, and the fix with its size."""
     began = time.perf_counter()
@@ -72,7 +73,7 @@ def explain_conflict(
     blocked = [name for name, need in zip(classes, needed, strict=True) if need]
     words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
     demand = ", ".join(blocked) if None not in needed else "the demand"
-    fixes = suggest(data, model, named, every, time_left(options, began), solve)
+    fixes = suggest(data, named, every, time_left(options, began), solve)
     fix = "; fix: " + ", or ".join(fixes) if fixes else "; fix: loosen the limits named"
     return f"infeasible within the limits: no fleet for {demand} fits {words}{fix}"
 
@@ -100,43 +101,32 @@ def _needed(
 
 def suggest(
     data: ProgramData,
-    model: pyo.ConcreteModel,
     named: list[Limit],
     every: list[Limit],
     options: SolveOptions,
-    solve: SolveWithout | None = None,
+    solve: SolveWithout,
 ) -> list[str]:
     """Each limit in the conflict that alone can be loosened into a fleet, by how much; else
-    every cap and the budget loosened together (the IIS is the LP relaxation's: once one limit
-    gives way another may bind). Each of these solves gets an equal share of the time limit."""
+    every cap and the budget loosened together (the conflict is the LP relaxation's: once one
+    limit gives way another may bind). Each of these solves gets an equal share of the time
+    limit, and none starts once it is spent (building their models is not counted in it)."""
+    began = time.perf_counter()
     relaxable = [limit for limit in named if limit.family in RELAXABLE]
     share = options
     if options.time_limit is not None:
-        parts = 2 * (len(relaxable) + 1)  # each fix may take two solves
+        parts = len(relaxable) + 1  # each limit alone, then all together
         share = dataclasses.replace(options, time_limit=options.time_limit / parts)
-    alone = [fix for limit in relaxable if (fix := _loosen(data, model, [limit], share, solve))]
+
+    def loosen(limits: list[Limit]) -> str | None:
+        if not limits or time_spent(options, began):  # whole nodes alone: nothing to loosen
+            return None
+        return _sized(data, limits, share, solve)
+
+    alone = [fix for limit in relaxable if (fix := loosen([limit]))]
     if alone:
         return alone
-    together = _loosen(data, model, [x for x in every if x.family in RELAXABLE], share, solve)
+    together = loosen([limit for limit in every if limit.family in RELAXABLE])
     return [together] if together else []
-
-
-def _loosen(
-    data: ProgramData,
-    model: pyo.ConcreteModel,
-    limits: list[Limit],
-    options: SolveOptions,
-    solve: SolveWithout | None,
-) -> str | None:
-    """The fix of these limits: caps by HiGHS's relaxation, the least GPUs at their prices; the
-    budget, or caps the relaxation does not size in time (it is the whole MIP, without the
-    presolve), by the pipeline's solve without them."""
-    if not limits:  # whole nodes alone: nothing the fix may loosen
-        return None
-    caps_only = all(limit.family == "gpu_cap" for limit in limits)
-    if caps_only and (fix := _relax(data, model, limits, options)):
-        return fix
-    return None if solve is None else _sized(data, limits, options, solve)
 
 
 def _sized(
@@ -164,27 +154,6 @@ def _sized(
             excess = most - _market(data, limit.key).max_gpus
         if excess > 1e-6:
             raises.append(_raise(limit, data, excess))
-    return " and ".join(raises) or None
-
-
-def _relax(
-    data: ProgramData, model: pyo.ConcreteModel, limits: list[Limit], options: SolveOptions
-) -> str | None:
-    """The relaxation of these limits, weighted in $/h (a GPU at its price, the budget at 1)."""
-    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    penalties = {
-        row: price[limit.key] if limit.family == "gpu_cap" else 1.0
-        for limit in limits
-        for row in limit.rows
-    }
-    excess = relax_rows(model, penalties, options)
-    if excess is None:
-        return None
-    raises = [
-        _raise(limit, data, max(excess[row] for row in limit.rows))
-        for limit in limits
-        if max(excess[row] for row in limit.rows) > 1e-6
-    ]
     return " and ".join(raises) or None
 
 

@@ -7,7 +7,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
 import pyomo.core as pyo
@@ -385,13 +385,21 @@ def _in_parallel(
             solved += 1
         scaled.update((models, lp.result()) for models, lp in lps.items())
     except KeyboardInterrupt:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
+        _stop(pool)
         raise Interrupted(
             f"interrupted with {solved} of {len(parts)} independent blocks solved"
         ) from None
+    except GeneratorExit:  # a block without a plan leaves no fleet: the others are moot
+        _stop(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """The pool's workers stopped where they are, rather than waited for."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()
 
 
 def _used(group: GroupLp | None, data: ProgramData, periods: list[int]) -> frozenset[int]:
@@ -633,8 +641,8 @@ def _tiers(pricing: Pricing | None) -> Tiers | None:
 
 
 def explain_limits(resolved: Resolved, config_set: ConfigSet, options: SolveOptions) -> str:
-    """Every class has a config, so the limits block: HiGHS's IIS names the caps, whole nodes or
-    budget in conflict, and its feasibility relaxation sizes the smallest fix (conflict.py)."""
+    """Every class has a config, so the limits block: conflict.py names the caps, whole nodes or
+    budget in conflict and sizes the fix by the cheapest fleet without them."""
     from fleetopt.conflict import explain_conflict
 
     data = program_data(resolved, config_set)

@@ -331,42 +331,25 @@ class HeldFeasibility:
                 else np.full(len(self._columns), highspy.HighsVarType.kContinuous)
             )
             highs.changeColsIntegrality(len(self._columns), self._columns, kinds)
-        # An LP question starts from the last one's basis, without presolve: 0.01-0.2 s each
-        # on a program of 23,000 rows, where presolve from scratch took 0.5 s every time.
-        if integer:
+        # Each question from scratch, with presolve: from the last one's basis without it, a
+        # question took 0.01-0.2 s instead of 0.4-0.8 s on a program of 23,000 rows, but 7-9 s
+        # instead of 0.5 s on one of 119,000 (docs/benchmarks.md). Where HiGHS ends unknown
+        # (fuzz f025: the dual simplex, with presolve or without), the primal simplex, then the
+        # interior point, are asked.
+        for extra in ({}, {"simplex_strategy": PRIMAL_SIMPLEX}, {"solver": "ipm"}):
             highs.clearSolver()
-        presolve = "choose" if integer else "off"
-        _configure(highs, dataclasses.replace(options, verbose=False), {"presolve": presolve})
-        _, interrupted = _run(highs)
-        if interrupted:
-            raise Interrupted("interrupted while naming the limits in conflict")
-        status = highs.getModelStatus()
-        if status in (
-            highspy.HighsModelStatus.kInfeasible,
-            highspy.HighsModelStatus.kUnboundedOrInfeasible,  # no objective: never unbounded
-        ):
-            return False
-        return True if status == highspy.HighsModelStatus.kOptimal else None
-
-
-def relax_rows(
-    model: pyo.ConcreteModel, penalties: dict[ConstraintData, float], options: SolveOptions
-) -> dict[ConstraintData, float] | None:
-    """HiGHS's feasibility relaxation: the least penalty-weighted excess over their upper bounds
-    of the given `≤` rows that makes the model feasible, every other row and bound held.
-    Returns each row's excess, or None when relaxing these rows cannot restore feasibility."""
-    loaded = hand_off(model)
-    highs = loaded.highs
-    rows = loaded.row_index(penalties)
-    penalty = np.full(highs.getNumRow(), -1.0)  # negative: the row may not be relaxed
-    penalty[rows] = list(penalties.values())
-    _configure(highs, dataclasses.replace(options, verbose=False), {})
-    _, interrupted = _run(
-        highs, lambda: highs.feasibilityRelaxation(-1.0, -1.0, -1.0, None, None, penalty)
-    )
-    if interrupted:
-        raise Interrupted("interrupted while sizing the fix")
-    if not highs.getSolution().value_valid:
+            _configure(highs, dataclasses.replace(options, verbose=False), extra)
+            _, interrupted = _run(highs)
+            if interrupted:
+                raise Interrupted("interrupted while naming the limits in conflict")
+            status = highs.getModelStatus()
+            if status in (
+                highspy.HighsModelStatus.kInfeasible,
+                highspy.HighsModelStatus.kUnboundedOrInfeasible,  # no objective: not unbounded
+            ):
+                return False
+            if status == highspy.HighsModelStatus.kOptimal:
+                return True
+            if status == highspy.HighsModelStatus.kTimeLimit:
+                return None
         return None
-    values, upper = highs.getSolution().row_value, highs.getLp().row_upper_
-    return {con: max(0.0, values[i] - upper[i]) for con, i in zip(penalties, rows, strict=True)}
