@@ -798,8 +798,14 @@ def _boolean(value: object) -> bool:
 def range_problem(instance: Instance) -> str | None:
     """The first rate, price or request length outside the supported RANGES."""
     checks: list[tuple[str, str, float | None]] = []
+    multipliers = instance.demand_profile.multipliers if instance.demand_profile else []
     for w in instance.workloads:
         checks.append((f"workloads[{w.name}].requests_per_s", "requests_per_s", w.rate))
+        for i, m in enumerate(multipliers):  # each period's rate, where it has traffic
+            where = f"demand_profile.multipliers[{i}] × workloads[{w.name}].requests_per_s"
+            checks.append(
+                (where, "requests_per_s", None if m == 0 or w.rate is None else m * w.rate)
+            )
         longest = w.input.longest + w.output.longest
         checks.append((f"workloads[{w.name}].input_tokens + output_tokens", "tokens", longest))
     for g in instance.gpus:

@@ -110,3 +110,14 @@ def test_values_beyond_the_range_are_refused_naming_the_field_and_the_range(fiel
         data["workloads"][0][field] = value
     with pytest.raises(InputError, match=rf"{field}.*outside the supported range"):
         parse_instance(data)
+
+
+@pytest.mark.parametrize("multiplier", [HIGH_RATE, LOW_RATE / 100])
+def test_a_period_beyond_the_range_is_refused_naming_its_multiplier(multiplier):
+    """10 req/s in a period at 1e6x is 1e7 req/s (a fuzz instance at 1e9x failed verification,
+    exit 4); at 1e-5x, 1e-4 req/s. A period at 0 has no traffic and stays allowed."""
+    data = analytic_instance(["l4"], requests_per_s=10)
+    data["demand_profile"] = {"multipliers": [1, 0, multiplier]}
+    where = r"demand_profile\.multipliers\[2\] × workloads\[chat\]\.requests_per_s"
+    with pytest.raises(InputError, match=rf"{where}: .* outside the supported range"):
+        parse_instance(data)
