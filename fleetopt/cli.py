@@ -23,7 +23,7 @@ from fleetopt.command_support import (
     solver_options,
 )
 from fleetopt.dtypes import DTYPES
-from fleetopt.errors import InputError
+from fleetopt.errors import InfeasibleError, InputError
 
 FEATURE_COMMANDS = {
     "calibrate": ("fleetopt.calibrate.command", "calibrate"),
@@ -226,7 +226,6 @@ def perf(
     """Capacity of one replica: tokens/s, concurrency, KV capacity, latency and what limits it."""
     from fleetopt.catalog import gpu_catalog, model_catalog, resolve_gpu, resolve_model
     from fleetopt.configs import valid_tensor_parallel
-    from fleetopt.errors import InfeasibleError
     from fleetopt.instance import GpuChoice, ModelChoice, Serving
     from fleetopt.perf.calculator import replica_capacity, why_none
     from fleetopt.perf.operating_point import Limits, RequestShape, walker
@@ -293,6 +292,9 @@ def compare(instance_file, fmt, time_limit, mip_gap) -> None:
 
     results = compare_modes(load_checked_instance(instance_file), SolveOptions(time_limit, mip_gap))
     click.echo(json.dumps(to_dict(results), indent=2) if fmt == "json" else compare_table(results))
+    if all(result.status == "infeasible" for result in results):  # as `solve` would: exit 3
+        (why,) = next(r.binding for r in results if r.mode == "mixed")
+        raise InfeasibleError(f"no mode has a fleet; mixed serving: {why}")
 
 
 @main.command()

@@ -262,3 +262,15 @@ def test_to_dict_matches_compare_results():
         assert out["modes"][r.mode]["cost_per_hour"] == r.cost_per_hour
         assert out["modes"][r.mode]["plan"]["cost_per_hour"] == r.plan.cost_per_hour
     assert out["explanation"] == explain(results)
+
+
+def test_cli_exit_3_when_no_mode_has_a_fleet(tmp_path):
+    """Every mode infeasible: the comparison is still printed, then one error line and exit 3,
+    as `solve` gives (it exited 0)."""
+    path = tmp_path / "tight.yaml"
+    path.write_text(yaml.safe_dump(analytic_instance(["l4"], input_tokens=32000, ttft_ms=200)))
+    result = CliRunner().invoke(main, ["compare", str(path)])
+    assert result.exit_code == 3
+    assert "infeasible" in result.stdout
+    assert result.stderr.startswith("error: no mode has a fleet; mixed serving: infeasible: chat:")
+    assert len(result.stderr.strip().splitlines()) == 1
