@@ -53,6 +53,10 @@ def test_guidellm_report_one_run_per_benchmark():
         (lambda d: d.pop("mean_tpot_ms"), "mean_tpot_ms"),
         (lambda d: d.update(completed="many"), "completed"),
         (lambda d: d.update(total_output_tokens=0), "total_output_tokens"),
+        (lambda d: d.update(output_throughput=float("nan")), "output_throughput"),
+        (lambda d: d.update(output_throughput=float("inf")), "output_throughput"),
+        (lambda d: d.update(output_throughput=10**400), "output_throughput"),
+        (lambda d: d.update(max_concurrency=-4), "max_concurrency"),
     ],
 )
 def test_malformed_vllm_file_names_file_and_field(tmp_path, edit, field):
@@ -73,6 +77,33 @@ def test_malformed_guidellm_file_names_the_nested_field(tmp_path):
         InputError, match=r"benchmarks\[1\]\.metrics\.output_tokens_per_second\.successful\.mean"
     ):
         read_runs(path)
+
+
+def test_guidellm_concurrency_stated_as_null_is_left_out(tmp_path):
+    """`request_concurrency: {successful: null}` is a run without a stated concurrency (it
+    raised a TypeError through the CLI)."""
+    data = json.loads((DATA / "guidellm_report.json").read_text())
+    data["benchmarks"][0]["metrics"]["request_concurrency"]["successful"] = None
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    assert [r.concurrency for r in read_runs(path)] == [None, 128.0]
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "code", "says"),
+    [
+        ("llama-3.1-8b", "h100-sxm", 3, 2, "--tp 3: 32 attention heads do not split over tp3"),
+        ("llama-3.1-8b", "h100-sxm", 64, 2, "--tp 64: tp64 exceeds the 8-GPU scale-up domain"),
+        ("llama-3.1-405b", "l4", 1, 3, "llama-3.1-405b on l4 tp1: its weights"),
+    ],
+)
+def test_calibrate_refuses_a_replica_that_cannot_exist(tmp_path, model, gpu, tp, code, says):
+    """A fit to runs no operating point can reproduce (every prediction 0) wrote an overlay."""
+    out = tmp_path / "o.yaml"
+    args = ["--model", model, "--gpu", gpu, "--tp", str(tp), "-o", str(out)]
+    result = CliRunner().invoke(main, ["calibrate", str(DATA / "vllm_serve_result.json"), *args])
+    assert result.exit_code == code
+    assert result.output.startswith(f"error: {says}") and not out.exists()
 
 
 def test_calibrate_cli_malformed_file_exit_2_one_line(tmp_path):

@@ -20,13 +20,16 @@ from pathlib import Path
 import click
 
 from fleetopt.calibrate.fit import fit
-from fleetopt.calibrate.observation import Observation, predict
+from fleetopt.calibrate.observation import Observation, predict, replica_for
 from fleetopt.calibrate.overlay import write_overlay
 from fleetopt.calibrate.results import Run, read_runs
 from fleetopt.catalog import gpu_catalog
 from fleetopt.command_support import FiniteRange, max_num_seqs_option, one_line_errors
+from fleetopt.configs import valid_tensor_parallel
 from fleetopt.dtypes import DTYPES
-from fleetopt.perf.efficiency import describe, efficiency_for_spec
+from fleetopt.errors import InfeasibleError, InputError
+from fleetopt.perf.efficiency import Efficiency, describe, efficiency_for_spec
+from fleetopt.perf.operating_point import weights_blocker
 
 DTYPE_CHOICE = click.Choice(DTYPES)
 
@@ -71,7 +74,7 @@ def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, ou
         observation(r, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs) for r in runs
     ]
     before = efficiency_for_spec(gpu_catalog().get(gpu))
-    predict(observations[0], before)  # unknown model or GPU: one clear error before the fit
+    _check_replica(observations[0], before)  # one clear error before the fit
     fitted = fit(observations, before)
     click.echo(f"{gpu}: catalog factors {describe(before)}")
     click.echo(f"{gpu}: fitted factors  {describe(fitted)}")
@@ -97,6 +100,21 @@ def _calibrate(results, model, gpu, tp, weight_dtype, kv_dtype, max_num_seqs, ou
     )
     write_overlay(output, gpu, fitted, note)
     click.echo(f"wrote {output}")
+
+
+def _check_replica(obs: Observation, efficiency: Efficiency) -> None:
+    """The runs' replica exists: a known model and GPU (InputError otherwise), a tp that shards
+    the model on the GPU (as `perf` checks), and weights that leave room for a KV cache (else
+    every prediction is 0 and the fit means nothing)."""
+    replica = replica_for(obs, efficiency)
+    if why := valid_tensor_parallel(replica.model, replica.gpu, obs.tensor_parallel):
+        raise InputError(f"--tp {obs.tensor_parallel}: {why}")
+    limits, _ = obs.engine(replica)
+    if blocker := weights_blocker(replica, limits):
+        raise InfeasibleError(
+            f"{obs.model} on {obs.gpu} tp{obs.tensor_parallel}: its {blocker.message}; "
+            "the runs cannot have been measured there: check --model, --gpu and --tp"
+        )
 
 
 @click.command("import-aiconfigurator")

@@ -21,6 +21,7 @@ A file that is not one of these, or lacks a field, is an InputError naming the f
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,9 @@ def _vllm_run(path: Path, data: dict) -> Run:
         output_tokens=_number(path, data, "total_output_tokens", positive=True) / completed,
         output_tokens_per_s=_number(path, data, "output_throughput", positive=True),
         tpot_ms=_number(path, data, "mean_tpot_ms", positive=True),
-        concurrency=None if concurrency is None else _number(path, data, "max_concurrency"),
+        concurrency=None
+        if concurrency is None
+        else _number(path, data, "max_concurrency", positive=True),
     )
 
 
@@ -80,13 +83,13 @@ def _guidellm_run(path: Path, index: int, benchmark: object) -> Run:
     def mean(metric: str, required: bool = True) -> float | None:
         node = benchmark
         field = f"{where}.metrics.{metric}.successful.mean"
-        for key in ("metrics", metric, "successful"):
-            if not isinstance(node, dict) or key not in node:
+        for key in ("metrics", metric, "successful", "mean"):
+            if not isinstance(node, dict) or node.get(key) is None:
                 if not required:
                     return None
                 raise InputError(f"{path}: field `{field}` is missing")
-            node = node[key]
-        return _number(path, node, "mean", positive=True, label=field)
+            node, parent = node[key], node
+        return _number(path, parent, "mean", positive=True, label=field)
 
     return Run(
         source=f"{path} {where}",
@@ -102,11 +105,17 @@ def _number(
     path: Path, node: dict, key: str, positive: bool = False, label: str | None = None
 ) -> float:
     label = label or key
-    if key not in node or node[key] is None:
+    if not isinstance(node, dict) or node.get(key) is None:
         raise InputError(f"{path}: field `{label}` is missing")
     value = node[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"{path}: field `{label}` must be a number, not {value!r}")
-    if positive and value <= 0:
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):  # JSON from Python may hold NaN, Infinity or huge integers
+        raise InputError(f"{path}: field `{label}` must be a finite number, not {str(value)[:20]}")
+    if positive and number <= 0:
         raise InputError(f"{path}: field `{label}` must be positive, not {value!r}")
-    return float(value)
+    return number
