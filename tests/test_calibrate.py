@@ -3,7 +3,9 @@ fit, the overlay an instance includes, and aiconfigurator profiles solved end to
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -190,6 +192,28 @@ def test_aiconfigurator_missing_column(tmp_path):
     path = tmp_path / "pareto.csv"
     path.write_text("isl,osl\n1000,250\n")
     with pytest.raises(InputError, match=r"pareto\.csv: column `ttft` is missing"):
+        read_capacities(path)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "says"),
+    [
+        ("tokens/s/gpu", "inf", "must be a finite number"),
+        ("isl", "nan", "must be a finite number"),
+        ("tp", "0.5", "must be a whole number"),
+    ],
+)
+def test_aiconfigurator_values_no_profile_can_hold(tmp_path, column, value, says):
+    """Such rows became `max_requests_per_s: .inf` or `tensor_parallel: 0`, which `validate`
+    then refused."""
+    rows = list(csv.DictReader((DATA / "aiconfigurator_agg.csv").read_text().splitlines()))
+    rows[0][column] = value
+    path = tmp_path / "pareto.csv"
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match=rf"pareto\.csv:2: column `{re.escape(column)}` {says}"):
         read_capacities(path)
 
 

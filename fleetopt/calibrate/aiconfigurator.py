@@ -20,6 +20,7 @@ rows left for one (role, tp, lengths), the highest rate is kept (the profile's S
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -38,6 +39,9 @@ DISAGG = (
     "(p)pp",
     "(d)pp",
 )
+
+PARALLELISM = ("tp", "pp", "(p)tp", "(p)pp", "(d)tp", "(d)pp")
+"""Columns that count GPUs: whole numbers (a tp of 0.25 became `tensor_parallel: 0`)."""
 
 Key = tuple[str, int, float, float]  # role, tp, input tokens, output tokens
 
@@ -68,8 +72,11 @@ def read_capacities(
         for key, rate in _capacities(values, layout is DISAGG):
             if rate > best.get(key, 0.0):
                 best[key] = rate
-    if not best:
-        raise InputError(f"{path}: no row meets TTFT <= {ttft_ms} ms and TPOT <= {tpot_ms} ms")
+    if not best:  # every row is slower than a limit given
+        limits = [
+            f"{name} <= {ms:g} ms" for name, ms in (("TTFT", ttft_ms), ("TPOT", tpot_ms)) if ms
+        ]
+        raise InputError(f"{path}: no row meets {' and '.join(limits)}; loosen --ttft-ms/--tpot-ms")
     return best
 
 
@@ -102,6 +109,10 @@ def _number(path: Path, line: int, row: dict, column: str) -> float:
         value = float(text)
     except (TypeError, ValueError):
         raise InputError(f"{path}:{line}: column `{column}` is not a number ({text!r})") from None
+    if not math.isfinite(value):
+        raise InputError(f"{path}:{line}: column `{column}` must be a finite number ({text!r})")
     if value <= 0 and column not in ("ttft", "tpot"):
         raise InputError(f"{path}:{line}: column `{column}` must be positive ({text!r})")
+    if column in PARALLELISM and value != int(value):
+        raise InputError(f"{path}:{line}: column `{column}` must be a whole number ({text!r})")
     return value
