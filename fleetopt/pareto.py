@@ -10,10 +10,13 @@ every varied class (found by bisection on the config enumeration, which needs no
 the stated target. Below that floor no fleet exists at any price; above 4× most costs have long
 flattened out.
 
-A looser target only widens what the program may choose, so the optimal cost can never rise as
-the target loosens. The frontier keeps, at each cost, the tightest target that buys it; a
-looser point that costs more than a tighter one is reported as a violation (a time limit, the
-MIP gap, or an approximation in the cost model), never silently dropped.
+A plan that meets a tighter target meets a looser one, so the cheapest cost should never rise
+as the target loosens. The frontier keeps, at each cost, the tightest target that buys it; a
+looser point that costs more than a tighter one is reported as a violation, never silently
+dropped: a time limit, the MIP gap, or the operating-point grid (a colocated point's
+longest-step budget is the target's own or a power of 1.1 ms below it, so a looser target lacks
+a tighter one's own budget; where a full chunk fills most of that budget, the power of 1.1
+below leaves much less room beside it: docs/formulation.md, Operating points).
 """
 
 from __future__ import annotations
@@ -226,9 +229,9 @@ def classify(xs: list[float], results: list[Result], mip_gap: float, kind: str) 
                     frontier=False,
                     violation=(
                         f"{kind} {x:g} ms costs {cost:,.2f} $/h, more than the tighter "
-                        f"{best[1]:g} ms at {best[0]:,.2f} $/h; a looser target only widens the "
-                        "choice, so this is the time limit, the MIP gap or the cost model "
-                        f"approximating (status {outcome.status})"
+                        f"{best[1]:g} ms at {best[0]:,.2f} $/h, whose plan meets {x:g} ms too: "
+                        "the operating-point grid lacks the tighter target's own step budget, "
+                        f"or the time limit or MIP gap stopped the solve (status {outcome.status})"
                     ),
                 )
             )
