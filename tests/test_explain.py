@@ -127,3 +127,19 @@ def test_the_verdict_signs_gpus_and_dollars_apart(both):
         fewer_dearer, rule_cost_per_hour=both.plan_cost_per_hour + 0.6
     )
     assert "the rule buys 1 GPUs fewer and costs 0.60 $/h more" in to_table(fewer_dearer)
+
+
+def test_a_throughput_objective_is_left_out_of_the_comparison():
+    """The rule sizes the stated rates; a plan buying the most throughput for a budget served
+    22.6x them and read as the rule buying 11 GPUs too few. The plan compared is the cheapest
+    at the stated rates (the same as without the objective)."""
+    data = analytic_instance(["l40s", "h100-sxm"], requests_per_s=10)
+    data["objective"] = {"maximize": "throughput", "budget_per_hour": 20.0}
+    ex = explain(parse_instance(data))
+    expected = explain(parse_instance({k: v for k, v in data.items() if k != "objective"}))
+    assert ex.left_out == ["objective"]
+    assert (ex.plan_gpus, ex.plan_cost_per_hour) == (
+        expected.plan_gpus,
+        expected.plan_cost_per_hour,
+    )
+    assert "objective left out of the plan here" in to_table(ex)

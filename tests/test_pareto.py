@@ -143,3 +143,15 @@ def test_a_workload_without_the_target_needs_values():
     target = choose_target(instance, "tpot_ms", "chat")
     with pytest.raises(InputError, match=r"states no slo\.tpot_ms to range around; give --values"):
         default_values(instance, target, 4)
+
+
+def test_a_throughput_objective_is_refused_with_the_alternative(tmp_path):
+    """Its points differ in throughput, not cost: ranked by cost, each looser target read as a
+    violation (it spent more of the budget to serve more)."""
+    data = analytic_instance(["l40s"], requests_per_s=10)
+    data["objective"] = {"maximize": "throughput", "budget_per_hour": 20.0}
+    path = tmp_path / "budget.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["pareto", str(path), "--vary", "tpot_ms", "--points", "2"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: objective.maximize: pareto traces the cheapest fleet")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 from fleetopt.catalog import Resolved, resolve
 from fleetopt.configs import Config, ConfigSet, enumerate_configs
-from fleetopt.instance import Instance, Slo, TokenDistribution, Workload
+from fleetopt.instance import Instance, Objective, Slo, TokenDistribution, Workload
 from fleetopt.perf.operating_point import RESOURCE_LABELS, max_rate
 from fleetopt.pipeline import plan_fleet
 from fleetopt.solve import SolveOptions
@@ -105,7 +105,8 @@ class Explanation:
     rule_cost_per_hour: float
     left_out: list[str]
     """What of the instance the plan here is solved without, to compare like with like: the
-    rule sizes for the stated rates at on-demand prices (`demand_profile`, `pricing`)."""
+    rule sizes for the stated rates at on-demand prices (`demand_profile`, `pricing`), and the
+    cheapest fleet for them (an `objective` that maximises throughput for a budget)."""
 
     @property
     def over_gpus(self) -> int:
@@ -127,7 +128,11 @@ def explain(instance: Instance, options: SolveOptions | None = None) -> Explanat
     """Demand in tokens/s, GPU-seconds per class and GPU type, and the requests/s rule's error
     against the real plan (solved here, so an infeasible instance raises as `solve` does)."""
     left_out = [name for name in ("demand_profile", "pricing") if getattr(instance, name)]
-    instance = instance.model_copy(update=dict.fromkeys(left_out))
+    changes = dict.fromkeys(left_out)
+    if instance.objective.maximize is not None:  # the rule sizes the stated demand, at any cost
+        left_out.append("objective")
+        changes["objective"] = Objective(minimize="cost")
+    instance = instance.model_copy(update=changes)
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     price = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}

@@ -96,8 +96,9 @@ def rule_lines(ex: Explanation) -> list[str]:
     )
     if ex.left_out:
         lines.append(
-            f"compared at the stated rates and on-demand prices: {' and '.join(ex.left_out)} "
-            "left out of the plan here, as the rule has neither (`fleetopt solve` plans with them)"
+            f"compared at the stated rates, on-demand prices and least cost: "
+            f"{' and '.join(ex.left_out)} left out of the plan here, as the rule has none of "
+            "them (`fleetopt solve` plans with them)"
         )
     return lines
 

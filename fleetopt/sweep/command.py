@@ -162,6 +162,12 @@ def pareto(
 
     _check_plot(plot_path)
     instance = load_checked_instance(instance_file)
+    if instance.objective.maximize is not None:  # its frontier is by cost; this one spends a budget
+        raise InputError(
+            "objective.maximize: pareto traces the cheapest fleet at each target, and this "
+            "instance buys the most throughput for a budget; drop objective to trace costs, or "
+            "vary the target with `fleetopt sweep --set` to see what the budget serves"
+        )
     target = choose_target(instance, vary, workload)
     if values is not None:
         xs = _values(values)
