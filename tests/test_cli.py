@@ -450,6 +450,18 @@ def test_perf_says_why_no_point_holds(args, said, fix):
     assert said in line and f"fix: {fix}" in line
 
 
+def test_perf_names_the_admission_headroom_a_tpot_alone_keeps():
+    """With a TPOT of 1,000 ms and no TTFT, the replica keeps slots free for admission (a queue
+    that fills every slot has no steady state): it said 'latency target (TTFT)', a target never
+    given."""
+    args = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "900"]
+    args += ["--output-tokens", "250", "--tpot-ms", "1000", "--format", "json"]
+    result = _run("perf", *args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["limited_by"].startswith("admission headroom")
+
+
 def _plan_file(tmp_path: Path, content: bytes) -> str:
     path = tmp_path / "plan.json"
     path.write_bytes(content)

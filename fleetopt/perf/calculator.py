@@ -95,7 +95,12 @@ def replica_capacity(
     if free is not None and free.requests_per_s > rate * (1 + 1e-9):
         tpot = lat.tpot_s is not None and shape.tpot_s is not None
         tpot_bound = tpot and lat.tpot_s >= shape.tpot_s * (1 - 1e-9)
-        limited_by = "latency target (TPOT)" if tpot_bound else "latency target (TTFT)"
+        if tpot_bound:
+            limited_by = "latency target (TPOT)"
+        elif shape.ttft_s is not None:
+            limited_by = "latency target (TTFT)"
+        else:  # a TPOT alone: its admission queue keeps slots free (docs/latency.md)
+            limited_by = "admission headroom (slots kept free for the TPOT's requests)"
     output = rate * shape.output_mean if decodes else 0.0
     return ReplicaCapacity(
         model=replica.model.name,
