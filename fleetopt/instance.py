@@ -15,6 +15,7 @@ from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -31,6 +32,19 @@ Dtype = Literal[DTYPES]
 Role = Literal["colocated", "prefill", "decode"]
 Mode = Literal["colocated", "disaggregated"]
 Positive = Annotated[float, Field(gt=0)]
+
+
+def _addressable(name: str) -> str:
+    if not name.strip() or "[" in name or "]" in name:
+        raise ValueError(
+            f"{name!r} cannot be addressed as workloads[NAME] (sweep --set, pareto): give a "
+            "name that is not blank and has no square brackets"
+        )
+    return name
+
+
+Name = Annotated[str, AfterValidator(_addressable)]
+"""A name the field paths of `sweep --set` and `pareto` can address (`workloads[NAME].slo`)."""
 
 
 class Strict(BaseModel):
@@ -229,7 +243,7 @@ class GpuChoice(Strict):
     """A GPU type that may be bought. Any spec field given here overrides the catalog; a type
     not in the catalog must give every required spec field."""
 
-    type: str
+    type: Name
     """Catalog key (see `fleetopt catalog`), or a new name defined inline."""
     price_per_gpu_hour: Positive | None = None
     """Override of the catalog price, $ per GPU-hour."""
@@ -244,7 +258,7 @@ class GpuChoice(Strict):
 class ModelChoice(Strict):
     """A model to serve, with its numeric formats."""
 
-    name: str
+    name: Name
     """Catalog key, or a new name whose architecture is given in `spec`."""
     weight_dtype: Dtype = "bf16"
     """Format of the weights: bf16, fp8 (FP8 compute where the GPU has it), int4 (W4A16) or
@@ -288,7 +302,7 @@ class Workload(Strict):
 
     model_config = ConfigDict(**Strict.model_config, populate_by_name=True)
 
-    name: str
+    name: Name
     """Unique name of the class: it labels the plan, the reports and trace rows."""
     model: str
     """Name of a model in `models`."""
