@@ -814,9 +814,10 @@ def range_problem(instance: Instance) -> str | None:
     checks: list[tuple[str, str, float | None]] = []
     multipliers = instance.demand_profile.multipliers if instance.demand_profile else []
     for w in instance.workloads:
-        checks.append((f"workloads[{w.name}].requests_per_s", "requests_per_s", w.rate))
+        given = f"workloads[{w.name}].{_rate_field(w)}"
+        checks.append((given, "requests_per_s", w.rate))
         for i, m in enumerate(multipliers):  # each period's rate, where it has traffic
-            where = f"demand_profile.multipliers[{i}] × workloads[{w.name}].requests_per_s"
+            where = f"demand_profile.multipliers[{i}] × {given}"
             checks.append(
                 (where, "requests_per_s", None if m == 0 or w.rate is None else m * w.rate)
             )
@@ -837,6 +838,15 @@ def range_problem(instance: Instance) -> str | None:
                 f"{low:,.6g} to {high:,.6g} {unit}"
             )
     return None
+
+
+def _rate_field(w: Workload) -> str:
+    """The field the workload's rate was given by, as the range check names it."""
+    if w.requests_per_s is None and w.prefill_tokens_per_s is not None:
+        return "prefill_tokens_per_s (as requests/s)"
+    if w.requests_per_s is None and w.decode_tokens_per_s is not None:
+        return "decode_tokens_per_s (as requests/s)"
+    return "requests_per_s"
 
 
 def describe_validation_error(exc: ValidationError, data: object = None) -> str:
@@ -889,7 +899,10 @@ def _single_model(annotation) -> type[BaseModel] | None:
 
 
 def _field_names(model: type[BaseModel] | None) -> list[str]:
-    return list(model.model_fields) if model is not None else []
+    """The names a file writes: a field's alias where it has one (`rate`, not `rate_source`)."""
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
 
 
 def _is_type_mismatch(kind: str) -> bool:

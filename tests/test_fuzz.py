@@ -280,3 +280,13 @@ def test_an_unknown_field_is_refused_with_the_nearest_valid_name(where, key, nea
     node[key] = 1
     with pytest.raises(InputError, match=f"{key}: unknown field; did you mean `{nearest}`"):
         parse_instance(data)
+
+
+def test_the_valid_names_listed_are_those_a_file_writes():
+    """`rate` is the name the schema and the docs give; the model's attribute name,
+    `rate_source`, was listed instead."""
+    data = copy.deepcopy(BASE)
+    data["workloads"][0]["rps"] = 3
+    with pytest.raises(InputError, match=r"valid here: .*, rate, rate_scale") as caught:
+        parse_instance(data)
+    assert "rate_source" not in str(caught.value)

@@ -121,3 +121,16 @@ def test_a_period_beyond_the_range_is_refused_naming_its_multiplier(multiplier):
     where = r"demand_profile\.multipliers\[2\] × workloads\[chat\]\.requests_per_s"
     with pytest.raises(InputError, match=rf"{where}: .* outside the supported range"):
         parse_instance(data)
+
+
+def test_a_rate_given_in_tokens_is_named_by_its_own_field():
+    """0.02 decode tokens/s over 200-token outputs is 1e-4 req/s: the error named
+    `requests_per_s`, a field not in the file."""
+    data = analytic_instance(["l4"])
+    workload = data["workloads"][0]
+    del workload["requests_per_s"]
+    workload["decode_tokens_per_s"] = 0.02
+    with pytest.raises(
+        InputError, match=r"workloads\[chat\]\.decode_tokens_per_s \(as requests/s\)"
+    ):
+        parse_instance(data)
