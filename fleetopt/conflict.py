@@ -1,4 +1,4 @@
-"""Why a solved program has no fleet, in the instance's words, and the smallest limit that fixes it.
+"""Why a solved program has no fleet, in the instance's words, and the limits raised that fix it.
 
 Runs after HiGHS proves the program infeasible, which the pre-solve check (`diagnose.py`) leaves to
 the limits: availability caps, whole nodes and the budget. A deletion filter names the ones in
