@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -251,18 +251,16 @@ def _configure(highs: highspy.Highs, options: SolveOptions, extra: dict) -> None
         highs.setOptionValue(name, value)
 
 
-def _run(
-    highs: highspy.Highs, solve: Callable[[], object] | None = None
-) -> tuple[float, list[int]]:
-    """HiGHS's run (or another of its solves), with Ctrl-C asking it to stop: its seconds and
-    the signals received. Every solve goes through here."""
+def _run(highs: highspy.Highs) -> tuple[float, list[int]]:
+    """HiGHS's run, with Ctrl-C asking it to stop: its seconds and the signals received. Every
+    solve goes through here."""
     # HiGHS keeps one thread scheduler per process; a solve asking for another thread count
     # than the last one fails unless the scheduler is reset first (blocks solved in worker
     # processes leave this one with none).
     highspy.Highs.resetGlobalScheduler(True)
     began = time.perf_counter()
     with _cancel_on_interrupt(highs) as interrupted:
-        (solve or highs.run)()
+        highs.run()
     return time.perf_counter() - began, interrupted
 
 
