@@ -333,8 +333,12 @@ class HeldFeasibility:
         # question took 0.01-0.2 s instead of 0.4-0.8 s on a program of 23,000 rows, but 7-9 s
         # instead of 0.5 s on one of 119,000 (docs/benchmarks.md). Where HiGHS ends unknown
         # (fuzz f025: the dual simplex, with presolve or without), the primal simplex, then the
-        # interior point, are asked.
-        for extra in ({}, {"simplex_strategy": PRIMAL_SIMPLEX}, {"solver": "ipm"}):
+        # interior point, are asked (each choice stated: HiGHS keeps options between runs).
+        for extra in (
+            {"solver": "choose", "simplex_strategy": DUAL_SIMPLEX},
+            {"solver": "choose", "simplex_strategy": PRIMAL_SIMPLEX},
+            {"solver": "ipm"},
+        ):
             highs.clearSolver()
             _configure(highs, dataclasses.replace(options, verbose=False), extra)
             _, interrupted = _run(highs)
