@@ -37,8 +37,8 @@ Positive = Annotated[float, Field(gt=0)]
 def _addressable(name: str) -> str:
     if not name.strip() or "[" in name or "]" in name:
         raise ValueError(
-            f"{name!r} cannot be addressed as workloads[NAME] (sweep --set, pareto): give a "
-            "name that is not blank and has no square brackets"
+            f"{name!r} cannot be addressed in a field path (`workloads[NAME]`, `gpus[TYPE]`: "
+            "sweep --set, pareto); give a name that is not blank and has no square brackets"
         )
     return name
 
