@@ -43,6 +43,10 @@ from fleetopt.solve import Outcome, SolveOptions, run_highs, time_left, time_spe
 from fleetopt.verify import verify
 from fleetopt.workers import shared, worker_pool
 
+BUYS_NOTHING = 1e-6
+"""A throughput bound (the scale of the demand served, less the cost's tie-break) at or below
+which the budget is proved to buy no fleet."""
+
 
 def plan_fleet(
     instance: Instance,
@@ -69,11 +73,17 @@ def plan_fleet(
     outcome = solved.outcome
     if outcome.status == "infeasible":
         raise InfeasibleError(explain_limits(resolved, config_set, time_left(options, began)))
-    if outcome.status == "no_solution":
+    # In throughput mode the empty fleet is a plan: one at scale 0 proves nothing until the
+    # bound does (a solve stopped by the time limit had claimed the budget buys no fleet).
+    empty = (
+        data.maximize_throughput and solved.solution is not None and solved.solution.alpha <= 1e-9
+    )
+    proved = outcome.status == "optimal" or (outcome.bound or 0.0) <= BUYS_NOTHING
+    if outcome.status == "no_solution" or (empty and not proved):
         raise FleetoptError(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
         )
-    if data.maximize_throughput and solved.solution.alpha <= 1e-9:
+    if empty:
         raise InfeasibleError(
             f"infeasible: the budget of {data.budget_per_hour:,.2f} $/h (objective.budget_per_hour) "
             "buys no fleet that serves any of the demand within its targets; raise the budget"

@@ -19,6 +19,7 @@ import copy
 import itertools
 import json
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -323,3 +324,20 @@ def test_throughput_replica_bounds_keep_to_the_caps_and_the_rate_limit():
             assert bound <= 16 // config.tp
     plan = solve(data)
     assert plan.gpus.get("l40s", 0) <= 16
+
+
+def test_a_throughput_solve_stopped_at_the_empty_fleet_is_not_infeasibility():
+    """The empty fleet is a throughput plan (scale 0): a solve stopped by the time limit with
+    only it in hand said the budget 'buys no fleet' (exit 3), though a fleet of exactly that
+    cost exists (fuzz g8: periods, price tiers, whole nodes; 12 s to solve without a limit).
+    Stopped, it is 'no fleet found within the time limit' (exit 1); a machine fast enough to
+    finish in the 3 s finds a plan within the budget."""
+    path = Path(__file__).parent / "data" / "budget_at_the_cheapest_cost.yaml"
+    result = CliRunner().invoke(
+        main, ["solve", str(path), "--budget", "2.574", "--time-limit", "3", "--format", "json"]
+    )
+    assert result.exit_code in (0, 1), result.output
+    if result.exit_code == 1:
+        assert result.stderr.startswith("error: no fleet found within the time limit")
+    else:
+        assert json.loads(result.stdout)["cost_per_hour"] <= 2.574
