@@ -118,7 +118,7 @@ def test_only_the_limits_and_classes_in_conflict_are_named():
 
 def test_held_rows_set_free_and_held_again():
     """The filter's questions: x + y ≥ 3 with x ≤ 1 and y ≤ 1 cannot hold; with either cap free
-    it can; held again, it cannot. In integers, 2x = 1 cannot hold where its LP can."""
+    it can; held again, it cannot. In integers, 2z = 1 cannot hold where its LP can."""
     model = pyo.ConcreteModel()
     model.x = pyo.Var(domain=pyo.NonNegativeReals)
     model.y = pyo.Var(domain=pyo.NonNegativeReals)
