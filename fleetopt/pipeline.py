@@ -78,7 +78,9 @@ def plan_fleet(
     empty = (
         data.maximize_throughput and solved.solution is not None and solved.solution.alpha <= 1e-9
     )
-    proved = outcome.status == "optimal" or (outcome.bound or 0.0) <= BUYS_NOTHING
+    proved = outcome.status == "optimal" or (
+        outcome.bound is not None and outcome.bound <= BUYS_NOTHING
+    )
     if outcome.status == "no_solution" or (empty and not proved):
         raise FleetoptError(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
