@@ -183,23 +183,28 @@ def _describe(limit: Limit, data: ProgramData) -> str:
 
 def _limits(model: pyo.ConcreteModel) -> list[Limit]:
     """Every cap, whole-node rule and budget of the model, its period rows grouped."""
-    grouped: dict[tuple[str, str | None], list[ConstraintData]] = {}
-    for family in ("gpu_cap", "whole_nodes", "budget"):
-        component = getattr(model, family, None)
-        if component is None:
-            continue
-        for row in component.values():
-            grouped.setdefault((family, _key(row)), []).append(row)
-    return [Limit(family, key, tuple(rows)) for (family, key), rows in grouped.items()]
+    grouped = _grouped(model, ("gpu_cap", "whole_nodes", "budget"), by_family=True)
+    return [Limit(family, key, rows) for (family, key), rows in grouped.items()]
 
 
 def _demands(model: pyo.ConcreteModel) -> dict[str, tuple[ConstraintData, ...]]:
     """Each class's coverage rows, prefill and decode, over every period."""
-    grouped: dict[str, list[ConstraintData]] = {}
-    for family in ("coverage_prefill", "coverage_decode"):
-        for row in getattr(model, family).values():
-            grouped.setdefault(_key(row), []).append(row)
-    return {name: tuple(rows) for name, rows in grouped.items()}
+    grouped = _grouped(model, ("coverage_prefill", "coverage_decode"), by_family=False)
+    return {key: rows for (_, key), rows in grouped.items()}
+
+
+def _grouped(
+    model: pyo.ConcreteModel, families: tuple[str, ...], by_family: bool
+) -> dict[tuple[str | None, str | None], tuple[ConstraintData, ...]]:
+    """The rows of these families, grouped by their named key (and by family, where asked)."""
+    grouped: dict[tuple[str | None, str | None], list[ConstraintData]] = {}
+    for family in families:
+        component = getattr(model, family, None)
+        if component is None:
+            continue
+        for row in component.values():
+            grouped.setdefault((family if by_family else None, _key(row)), []).append(row)
+    return {group: tuple(rows) for group, rows in grouped.items()}
 
 
 def _key(row: ConstraintData) -> str | None:
