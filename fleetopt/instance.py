@@ -408,6 +408,15 @@ class Workload(Strict):
             return self.prefill_tokens_per_s / self.input.mean
         return self.decode_tokens_per_s / self.output.mean
 
+    @property
+    def rate_field(self) -> str:
+        """The field `rate` comes from, in the same order, as errors about the rate name it."""
+        if self.requests_per_s is not None:
+            return "requests_per_s"
+        if self.prefill_tokens_per_s is not None:
+            return "prefill_tokens_per_s (as requests/s)"
+        return "decode_tokens_per_s (as requests/s)"
+
 
 def _as_distribution(value: float | TokenDistribution) -> TokenDistribution:
     return value if isinstance(value, TokenDistribution) else TokenDistribution(mean=value)
@@ -814,7 +823,7 @@ def range_problem(instance: Instance) -> str | None:
     checks: list[tuple[str, str, float | None]] = []
     multipliers = instance.demand_profile.multipliers if instance.demand_profile else []
     for w in instance.workloads:
-        given = f"workloads[{w.name}].{_rate_field(w)}"
+        given = f"workloads[{w.name}].{w.rate_field}"
         checks.append((given, "requests_per_s", w.rate))
         for i, m in enumerate(multipliers):  # each period's rate, where it has traffic
             where = f"demand_profile.multipliers[{i}] × {given}"
@@ -838,15 +847,6 @@ def range_problem(instance: Instance) -> str | None:
                 f"{low:,.6g} to {high:,.6g} {unit}"
             )
     return None
-
-
-def _rate_field(w: Workload) -> str:
-    """The field the workload's rate was given by, as the range check names it."""
-    if w.requests_per_s is None and w.prefill_tokens_per_s is not None:
-        return "prefill_tokens_per_s (as requests/s)"
-    if w.requests_per_s is None and w.decode_tokens_per_s is not None:
-        return "decode_tokens_per_s (as requests/s)"
-    return "requests_per_s"
 
 
 def describe_validation_error(exc: ValidationError, data: object = None) -> str:
