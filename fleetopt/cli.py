@@ -23,7 +23,7 @@ from fleetopt.command_support import (
     solver_options,
 )
 from fleetopt.dtypes import DTYPES
-from fleetopt.errors import InfeasibleError, InputError
+from fleetopt.errors import InfeasibleError, InputError, NoPlanInTime
 
 FEATURE_COMMANDS = {
     "calibrate": ("fleetopt.calibrate.command", "calibrate"),
@@ -292,9 +292,10 @@ def compare(instance_file, fmt, time_limit, mip_gap) -> None:
 
     results = compare_modes(load_checked_instance(instance_file), SolveOptions(time_limit, mip_gap))
     click.echo(json.dumps(to_dict(results), indent=2) if fmt == "json" else compare_table(results))
-    if all(result.status == "infeasible" for result in results):  # as `solve` would: exit 3
-        (why,) = next(r.binding for r in results if r.mode == "mixed")
-        raise InfeasibleError(f"no mode has a fleet; mixed serving: {why}")
+    if all(result.plan is None for result in results):  # as `solve` would: exit 3, or 1
+        mixed = next(r for r in results if r.mode == "mixed")
+        error = InfeasibleError if mixed.status == "infeasible" else NoPlanInTime
+        raise error(f"no mode has a fleet; mixed serving: {mixed.binding[0]}")
 
 
 @main.command()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from fleetopt.errors import InfeasibleError
+from fleetopt.errors import InfeasibleError, NoPlanInTime
 from fleetopt.instance import Instance
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan, PoolPlan
@@ -27,7 +27,7 @@ MODES = {
 @dataclass
 class ModeResult:
     mode: str
-    status: str  # optimal | feasible | infeasible
+    status: str  # optimal | feasible | infeasible | no_solution (none found within the time limit)
     cost_per_hour: float | None = None
     gpus: dict[str, int] = field(default_factory=dict)
     output_tokens_per_s_per_gpu: float | None = None
@@ -49,6 +49,9 @@ def compare_modes(instance: Instance, options: SolveOptions | None = None) -> li
             plan = plan_fleet(variant, options)
         except InfeasibleError as exc:
             results.append(ModeResult(mode, "infeasible", binding=[str(exc)]))
+            continue
+        except NoPlanInTime as exc:  # the other modes may still have a fleet
+            results.append(ModeResult(mode, "no_solution", binding=[str(exc)]))
             continue
         results.append(_summarise(mode, plan, instance))
     return results
@@ -115,7 +118,7 @@ def explain(results: list[ModeResult]) -> list[str]:
     by_mode = {r.mode: r for r in results}
     lines = []
     for r in results:
-        if r.status == "infeasible":
+        if r.plan is None:
             lines.append(f"{r.mode}: no fleet — {r.binding[0]}")
     feasible = [r for r in results if r.cost_per_hour is not None and r.mode != "mixed"]
     if len(feasible) == 2:
@@ -148,7 +151,7 @@ def explain(results: list[ModeResult]) -> list[str]:
                 "pick its mode"
             )
     for r in results:
-        if r.status != "infeasible" and r.binding:
+        if r.plan is not None and r.binding:
             lines.append(f"{r.mode} binds on: " + "; ".join(r.binding))
     return lines
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,24 +56,36 @@ def explain_conflict(
     data: ProgramData,
     model: pyo.ConcreteModel,
     options: SolveOptions,
+    began: float,
     solve: SolveWithout,
 ) -> str:
-    """One line: the limits in conflict, the demand they block, and the fix with its size."""
-    began = time.perf_counter()
-    held = HeldFeasibility(model)
-    # Where the LP relaxation holds, the conflict is the integers' (whole nodes, a cap below
-    # one replica's GPUs) and each question is a MIP.
-    integer = held.feasible(False, time_left(options, began)) is not False
-    every = _limits(model)
-    needed = _needed(held, [limit.rows for limit in every], integer, options, began)
-    named = [limit for limit, need in zip(every, needed, strict=True) if need is not False]
-    classes = _demands(model)
-    needed = _needed(held, list(classes.values()), integer, options, began)
-    blocked = [name for name, need in zip(classes, needed, strict=True) if need]
+    """One line: the limits in conflict, the demand they block, and the fix with its size. The
+    time limit counts from `began`, the solve's start: once it is spent nothing more is asked,
+    and the limits not yet set free stay named."""
+    every, classes = _limits(model), _demands(model)
+    limits_needed: list[bool | None] = [None] * len(every)  # None: not asked in time
+    classes_needed: list[bool | None] = [None] * len(classes)
+    if not time_spent(options, began):
+        held = HeldFeasibility(model)
+        # Where the LP relaxation holds, the conflict is the integers' (whole nodes, a cap
+        # below one replica's GPUs) and each question is a MIP.
+        integer = held.feasible(False, time_left(options, began)) is not False
+        limits_needed = _needed(held, [limit.rows for limit in every], integer, options, began)
+        classes_needed = _needed(held, list(classes.values()), integer, options, began)
+    named = [limit for limit, need in zip(every, limits_needed, strict=True) if need is not False]
+    blocked = [name for name, need in zip(classes, classes_needed, strict=True) if need]
     words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
-    demand = ", ".join(blocked) if None not in needed else "the demand"
-    fixes = suggest(data, named, every, time_left(options, began), solve)
-    fix = "; fix: " + ", or ".join(fixes) if fixes else "; fix: loosen the limits named"
+    demand = ", ".join(blocked) if None not in classes_needed else "the demand"
+    fixes = suggest(data, named, every, options, began, solve)
+    if fixes:
+        fix = "; fix: " + ", or ".join(fixes)
+    elif time_spent(options, began):
+        fix = (
+            "; fix: loosen the limits named (the time limit ran out before they were narrowed "
+            "and sized: raise --time-limit)"
+        )
+    else:
+        fix = "; fix: loosen the limits named"
     return f"infeasible within the limits: no fleet for {demand} fits {words}{fix}"
 
 
@@ -104,18 +115,19 @@ def suggest(
     named: list[Limit],
     every: list[Limit],
     options: SolveOptions,
+    began: float,
     solve: SolveWithout,
 ) -> list[str]:
     """Each limit in the conflict that alone can be loosened into a fleet, by how much; else
     every cap and the budget loosened together (the conflict is the LP relaxation's: once one
-    limit gives way another may bind). Each of these solves gets an equal share of the time
-    limit, and none starts once it is spent (building their models is not counted in it)."""
-    began = time.perf_counter()
+    limit gives way another may bind). Each of these solves gets an equal share of what is
+    left of the time limit, and none starts once it is spent (building their models is not
+    counted in it)."""
     relaxable = [limit for limit in named if limit.family in RELAXABLE]
-    share = options
-    if options.time_limit is not None:
+    share = time_left(options, began)
+    if share.time_limit is not None:
         parts = len(relaxable) + 1  # each limit alone, then all together
-        share = dataclasses.replace(options, time_limit=options.time_limit / parts)
+        share = dataclasses.replace(share, time_limit=share.time_limit / parts)
 
     def loosen(limits: list[Limit]) -> str | None:
         if not limits or time_spent(options, began):  # whole nodes alone: nothing to loosen

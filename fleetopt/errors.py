@@ -18,6 +18,11 @@ class InfeasibleError(FleetoptError):
     exit_code = 3
 
 
+class NoPlanInTime(FleetoptError):
+    """The time limit ran out before the solver found any fleet: not an answer about the
+    instance (raise --time-limit), so commands that solve many variants keep the rest."""
+
+
 class VerificationError(FleetoptError):
     """A solved plan failed the independent re-check: a bug, never the user's fault."""
 

@@ -16,7 +16,7 @@ from pyomo.common.gc_manager import PauseGC
 from fleetopt.catalog import Resolved, resolve
 from fleetopt.configs import ConfigSet, enumerate_configs, limits_of
 from fleetopt.diagnose import blocked_classes
-from fleetopt.errors import FleetoptError, InfeasibleError, Interrupted, VerificationError
+from fleetopt.errors import InfeasibleError, Interrupted, NoPlanInTime, VerificationError
 from fleetopt.extract import extract_plan
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import (
@@ -72,7 +72,7 @@ def plan_fleet(
     solved = solve_program(data, options)
     outcome = solved.outcome
     if outcome.status == "infeasible":
-        raise InfeasibleError(explain_limits(resolved, config_set, time_left(options, began)))
+        raise InfeasibleError(explain_limits(resolved, config_set, options, began))
     # In throughput mode the empty fleet is a plan: one at scale 0 proves nothing until the
     # bound does (a solve stopped by the time limit had claimed the budget buys no fleet).
     empty = (
@@ -82,7 +82,7 @@ def plan_fleet(
         outcome.bound is not None and outcome.bound <= BUYS_NOTHING
     )
     if outcome.status == "no_solution" or (empty and not proved):
-        raise FleetoptError(
+        raise NoPlanInTime(
             f"no fleet found within the time limit ({options.time_limit} s); raise --time-limit"
         )
     if empty:
@@ -652,9 +652,12 @@ def _tiers(pricing: Pricing | None) -> Tiers | None:
     )
 
 
-def explain_limits(resolved: Resolved, config_set: ConfigSet, options: SolveOptions) -> str:
+def explain_limits(
+    resolved: Resolved, config_set: ConfigSet, options: SolveOptions, began: float
+) -> str:
     """Every class has a config, so the limits block: conflict.py names the caps, whole nodes or
-    budget in conflict and sizes the fix by the cheapest fleet without them."""
+    budget in conflict and sizes the fix by the cheapest fleet without them, within what is
+    left of the time limit since `began`."""
     from fleetopt.conflict import explain_conflict
 
     data = program_data(resolved, config_set)
@@ -662,4 +665,4 @@ def explain_limits(resolved: Resolved, config_set: ConfigSet, options: SolveOpti
     def solve(loosened: ProgramData, share: SolveOptions) -> Solution | None:
         return solve_program(loosened, share).solution
 
-    return explain_conflict(data, build_model(data), options, solve)
+    return explain_conflict(data, build_model(data), options, began, solve)

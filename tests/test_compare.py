@@ -18,6 +18,7 @@ from helpers import analytic_instance, brute_force_fleet, measured_instance
 
 from fleetopt.cli import main
 from fleetopt.compare import compare_modes, explain, to_dict
+from fleetopt.errors import NoPlanInTime
 from fleetopt.instance import parse_instance
 
 MODEL = "llama-2-7b"
@@ -273,4 +274,56 @@ def test_cli_exit_3_when_no_mode_has_a_fleet(tmp_path):
     assert result.exit_code == 3
     assert "infeasible" in result.stdout
     assert result.stderr.startswith("error: no mode has a fleet; mixed serving: infeasible: chat:")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _timing_out(monkeypatch, modes: set[str]) -> None:
+    """The modes named find no fleet within the time limit (fuzz seed 51: one mode ran out of
+    its 30 s, and compare threw away the modes that had solved, exit 1); the others are solved
+    for real."""
+    import fleetopt.compare
+
+    solve = fleetopt.compare.plan_fleet
+
+    def plan_fleet(instance, options=None):
+        served = set(instance.serving.modes)
+        mode = "mixed" if len(served) == 2 else served.pop()
+        if mode in modes:
+            raise NoPlanInTime("no fleet found within the time limit (30.0 s); raise --time-limit")
+        return solve(instance, options)
+
+    monkeypatch.setattr(fleetopt.compare, "plan_fleet", plan_fleet)
+
+
+def test_a_mode_out_of_time_is_a_column_not_an_abort(tmp_path, monkeypatch):
+    _timing_out(monkeypatch, {"colocated"})
+    rates, mu, prices = ONE_TYPE
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_measured(rates, mu, prices), sort_keys=False))
+    result = CliRunner().invoke(main, ["compare", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["modes"]["colocated"]["status"] == "no_solution"
+    assert out["modes"]["colocated"]["cost_per_hour"] is None
+    assert out["modes"]["disaggregated"]["cost_per_hour"] == pytest.approx(7.0)
+    assert out["modes"]["mixed"]["cost_per_hour"] == pytest.approx(5.0)
+    assert any(
+        line.startswith("colocated: no fleet — no fleet found within")
+        for line in out["explanation"]
+    )
+    table = CliRunner().invoke(main, ["compare", str(path)])
+    assert table.exit_code == 0 and "no_solution" in table.stdout
+
+
+def test_cli_exit_1_when_no_mode_has_a_fleet_in_time(tmp_path, monkeypatch):
+    """No mode found a fleet and mixed was not proved infeasible: exit 1, as `solve` gives."""
+    _timing_out(monkeypatch, {"colocated", "disaggregated", "mixed"})
+    rates, mu, prices = ONE_TYPE
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(_measured(rates, mu, prices), sort_keys=False))
+    result = CliRunner().invoke(main, ["compare", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "error: no mode has a fleet; mixed serving: no fleet found within the time limit"
+    )
     assert len(result.stderr.strip().splitlines()) == 1

@@ -320,7 +320,7 @@ def compare_table(results) -> str:
     from fleetopt.compare import explain
 
     def cell(r, value: str) -> str:
-        return "infeasible" if r.status == "infeasible" else value
+        return r.status if r.plan is None else value  # infeasible, or no_solution in time
 
     rows = [
         ("$/h", lambda r: fmt_number(r.cost_per_hour, 2)),
