@@ -72,7 +72,7 @@ def plan_fleet(
     solved = solve_program(data, options)
     outcome = solved.outcome
     if outcome.status == "infeasible":
-        raise InfeasibleError(explain_limits(resolved, config_set, options, began))
+        raise InfeasibleError(explain_limits(data, options, began))
     # In throughput mode the empty fleet is a plan: one at scale 0 proves nothing until the
     # bound does (a solve stopped by the time limit had claimed the budget buys no fleet).
     empty = (
@@ -652,15 +652,11 @@ def _tiers(pricing: Pricing | None) -> Tiers | None:
     )
 
 
-def explain_limits(
-    resolved: Resolved, config_set: ConfigSet, options: SolveOptions, began: float
-) -> str:
+def explain_limits(data: ProgramData, options: SolveOptions, began: float) -> str:
     """Every class has a config, so the limits block: conflict.py names the caps, whole nodes or
     budget in conflict and sizes the fix by the cheapest fleet without them, within what is
     left of the time limit since `began`."""
     from fleetopt.conflict import explain_conflict
-
-    data = program_data(resolved, config_set)
 
     def solve(loosened: ProgramData, share: SolveOptions) -> Solution | None:
         return solve_program(loosened, share).solution
