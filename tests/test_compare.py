@@ -297,12 +297,7 @@ def _timing_out(monkeypatch, modes: set[str]) -> None:
 
 def test_a_mode_out_of_time_is_a_column_not_an_abort(tmp_path, monkeypatch):
     _timing_out(monkeypatch, {"colocated"})
-    rates, mu, prices = ONE_TYPE
-    path = tmp_path / "instance.yaml"
-    path.write_text(yaml.safe_dump(_measured(rates, mu, prices), sort_keys=False))
-    result = CliRunner().invoke(main, ["compare", str(path), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
+    out = _compare_json(tmp_path, _measured(*ONE_TYPE))
     assert out["modes"]["colocated"]["status"] == "no_solution"
     assert out["modes"]["colocated"]["cost_per_hour"] is None
     assert out["modes"]["disaggregated"]["cost_per_hour"] == pytest.approx(7.0)
@@ -311,7 +306,7 @@ def test_a_mode_out_of_time_is_a_column_not_an_abort(tmp_path, monkeypatch):
         line.startswith("colocated: no fleet — no fleet found within")
         for line in out["explanation"]
     )
-    table = CliRunner().invoke(main, ["compare", str(path)])
+    table = CliRunner().invoke(main, ["compare", str(tmp_path / "instance.yaml")])
     assert table.exit_code == 0 and "no_solution" in table.stdout
 
 
