@@ -13,10 +13,10 @@ flattened out.
 A plan that meets a tighter target meets a looser one, so the cheapest cost should never rise
 as the target loosens. The frontier keeps, at each cost, the tightest target that buys it; a
 looser point that costs more than a tighter one is reported as a violation, never silently
-dropped: a time limit, the MIP gap, or the operating-point grid (a colocated point's
-longest-step budget is the target's own or a power of 1.1 ms below it, so a looser target lacks
-a tighter one's own budget; where a full chunk fills most of that budget, the power of 1.1
-below leaves much less room beside it: docs/formulation.md, Operating points).
+dropped: a time limit, the MIP gap, or the operating-point grid (a decode point is a class's
+best step cut to its TPOT, so classes that shared a tighter target's point may not share a
+looser one's; a class a looser TTFT lets onto a point can tighten the margins of the configs it
+joins: docs/formulation.md, Operating points and Queueing levels).
 """
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ def classify(xs: list[float], results: list[Result], mip_gap: float, kind: str) 
                     violation=(
                         f"{kind} {x:g} ms costs {cost:,.2f} $/h, more than the tighter "
                         f"{best[1]:g} ms at {best[0]:,.2f} $/h, whose plan meets {x:g} ms too: "
-                        "the operating-point grid lacks the tighter target's own step budget, "
+                        "the operating-point grid (docs/formulation.md, Operating points), "
                         f"or the time limit or MIP gap stopped the solve (status {outcome.status})"
                     ),
                 )

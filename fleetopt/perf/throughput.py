@@ -100,17 +100,21 @@ def _room(replica: Replica, op: OperatingPoint, shape: RequestShape, limits: Lim
 def held_budgets(
     replica: Replica, chunk: int, shape: RequestShape, limits: Limits
 ) -> list[float | None]:
-    """The longest-step budgets of a colocated point for this class: its TPOT (None where the
-    TPOT is held on the mean step, or there is none), and every grid budget below that, down
-    to the one whose chunk steps spend the least of TTFT_SHARES of the TTFT on the prompt.
+    """The longest-step budgets of a colocated point for this class: every grid budget (a power
+    of 1.1 ms) at or below its TPOT, from the highest down to the one whose chunk steps spend
+    the least of TTFT_SHARES of the TTFT on the prompt; None (unheld) where the TPOT is held on
+    the mean step, or there is none.
 
     A budget below the class's TPOT shortens the chunk steps a prompt waits through, buying
-    TTFT with decode batch, as a stricter class's point would. Nothing here but the top budget
-    depends on the TPOT, so the grid points of a tighter TPOT are a subset of a looser one's:
-    only a tighter target's own budget, off the grid, is not offered to the looser one, which
-    has the grid budget just below it (at most 1/1.1 tighter). Budgets that leave no room
-    beside a full chunk, or at or above the chunk step the unheld best step gives anyway,
-    would change nothing and are left out."""
+    TTFT with decode batch, as a stricter class's point would. Grid budgets only, not the TPOT
+    itself: nothing here then depends on the TPOT but where the grid stops, and nothing in
+    `colocated_steps`, so a tighter TPOT's points are a subset of a looser one's, and a looser
+    target never lacks a point a tighter one had (the TPOT's own budget, off the grid, made
+    chatbot-8b cost 4.71 $/h at 69 ms and 5.16 from 71.4 to 100 ms: docs/benchmarks.md). A
+    target keeps at least 1/1.1 of its budget. The TPOT itself only where no grid budget lies
+    between it and that bottom (a target that tight gets a point), and without a TTFT, where a
+    tighter budget buys nothing. Budgets that leave no room beside a full chunk, or at or above
+    the chunk step the unheld best step gives anyway, would change nothing and are left out."""
     own = None
     if shape.tpot_s is not None and not shape.mean_tpot:
         own = shape.tpot_s / tpot_per_step("colocated", shape)
@@ -124,12 +128,12 @@ def held_budgets(
     )
     below = []
     budget = snap_down(top if own is None else min(top, own))
-    if own is not None and budget >= own * (1 - 1e-9):
-        budget /= STEP_GRID  # an own budget on the grid is offered once
     while budget >= bottom * (1 - 1e-9):
         below.append(budget)
         budget /= STEP_GRID
-    return [own, *below]
+    if own is None:
+        return [None, *below]
+    return below or [own]
 
 
 def colocated_steps(
