@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -54,7 +55,8 @@ def erlang_c(servers: int, load: float) -> float:
         return 1.0
     blocking = 1.0  # Erlang B by its stable recursion
     for k in range(1, servers + 1):
-        blocking = load * blocking / (k + load * blocking)
+        carried_now = load * blocking
+        blocking = carried_now / (k + carried_now)
     return servers * blocking / (servers - load * (1 - blocking))
 
 
@@ -65,14 +67,25 @@ def sure_misses(waits: Waits) -> float:
 
 def wait_tail(servers: int, load: float, waits: Waits, cv2: float = SERVICE_CV2) -> float:
     """Share of requests that wait longer than their budget (budgets in mean service times)."""
-    if load >= servers:
-        return 1.0
-    stretch = (1 + cv2) / 2
-    waiting = erlang_c(servers, load)
-    queued = sum(
-        share * math.exp(-(servers - load) * wait / stretch) for share, wait in waits if wait > 0
-    )
-    return sure_misses(waits) + waiting * queued
+    return _wait_tail(servers, waits, cv2)(load)
+
+
+def _wait_tail(servers: int, waits: Waits, cv2: float) -> Callable[[float], float]:
+    """`wait_tail` as a function of the load, what does not depend on it worked out once: each
+    root of a pool curve evaluates it several times (docs/benchmarks.md)."""
+    sure, stretch = sure_misses(waits), (1 + cv2) / 2
+    queued_bins = [(share, wait) for share, wait in waits if wait > 0]
+    exp = math.exp
+
+    def tail(load: float) -> float:
+        if load >= servers:
+            return 1.0
+        queued = 0.0
+        for share, wait in queued_bins:
+            queued += share * exp(-(servers - load) * wait / stretch)
+        return sure + erlang_c(servers, load) * queued
+
+    return tail
 
 
 @lru_cache(maxsize=65536)
@@ -106,9 +119,10 @@ def _largest_load(
     if servers <= 0 or sure_misses(waits) >= tail:
         return 0.0
     target = math.log(tail)
+    chance_at = _wait_tail(servers, waits, cv2)
 
     def excess(load: float) -> float:
-        chance = wait_tail(servers, load, waits, cv2)
+        chance = chance_at(load)
         return math.log(chance) - target if chance > 0 else -math.inf
 
     below = excess(low) if low > 0 else -math.inf
