@@ -40,11 +40,10 @@ SIZING_GAP = 0.01
 
 @dataclass(frozen=True)
 class Limit:
-    """One limit of the instance: the rows (one per period) it sets, in words, with its field."""
+    """One limit of the instance, named by its family of rows and its field's key."""
 
     family: str
     key: str | None  # the GPU type, or None for the budget
-    rows: tuple[ConstraintData, ...]
 
 
 SolveWithout = Callable[[ProgramData, SolveOptions], Solution | None]
@@ -54,24 +53,29 @@ where it finds none in the time given."""
 
 def explain_conflict(
     data: ProgramData,
-    model: pyo.ConcreteModel,
+    build: Callable[[], pyo.ConcreteModel],
     options: SolveOptions,
     began: float,
     solve: SolveWithout,
 ) -> str:
     """One line: the limits in conflict, the demand they block, and the fix with its size. The
     time limit counts from `began`, the solve's start: once it is spent nothing more is asked,
-    and the limits not yet set free stay named."""
-    every, classes = _limits(model), _demands(model)
+    nor the program built (`build`, seconds on a large one) to ask it, and the limits not yet
+    set free stay named."""
+    every, classes = _limits(data), [c.name for c in data.classes]
     limits_needed: list[bool | None] = [None] * len(every)  # None: not asked in time
     classes_needed: list[bool | None] = [None] * len(classes)
     if not time_spent(options, began):
+        model = build()
         held = HeldFeasibility(model)
         # Where the LP relaxation holds, the conflict is the integers' (whole nodes, a cap
         # below one replica's GPUs) and each question is a MIP.
         integer = held.feasible(False, time_left(options, began)) is not False
-        limits_needed = _needed(held, [limit.rows for limit in every], integer, options, began)
-        classes_needed = _needed(held, list(classes.values()), integer, options, began)
+        limit_rows = [_rows(model, (limit.family,), limit.key) for limit in every]
+        limits_needed = _needed(held, limit_rows, integer, options, began)
+        coverage = ("coverage_prefill", "coverage_decode")
+        demand_rows = [_rows(model, coverage, name) for name in classes]
+        classes_needed = _needed(held, demand_rows, integer, options, began)
     named = [limit for limit, need in zip(every, limits_needed, strict=True) if need is not False]
     blocked = [name for name, need in zip(classes, classes_needed, strict=True) if need]
     words = " and ".join(_describe(limit, data) for limit in named) or "the limits"
@@ -193,30 +197,21 @@ def _describe(limit: Limit, data: ProgramData) -> str:
     )
 
 
-def _limits(model: pyo.ConcreteModel) -> list[Limit]:
-    """Every cap, whole-node rule and budget of the model, its period rows grouped."""
-    grouped = _grouped(model, ("gpu_cap", "whole_nodes", "budget"), by_family=True)
-    return [Limit(family, key, rows) for (family, key), rows in grouped.items()]
+def _limits(data: ProgramData) -> list[Limit]:
+    """Every cap, whole-node rule and budget of the program (`add_gpu_supply`, `add_budget`)."""
+    caps = [Limit("gpu_cap", g.name) for g in data.gpus if g.max_gpus is not None]
+    nodes = [Limit("whole_nodes", g.name) for g in data.gpus if g.gpus_per_node]
+    budget = [Limit("budget", None)] if data.budget_per_hour is not None else []
+    return caps + nodes + budget
 
 
-def _demands(model: pyo.ConcreteModel) -> dict[str, tuple[ConstraintData, ...]]:
-    """Each class's coverage rows, prefill and decode, over every period."""
-    grouped = _grouped(model, ("coverage_prefill", "coverage_decode"), by_family=False)
-    return {key: rows for (_, key), rows in grouped.items()}
-
-
-def _grouped(
-    model: pyo.ConcreteModel, families: tuple[str, ...], by_family: bool
-) -> dict[tuple[str | None, str | None], tuple[ConstraintData, ...]]:
-    """The rows of these families, grouped by their named key (and by family, where asked)."""
-    grouped: dict[tuple[str | None, str | None], list[ConstraintData]] = {}
-    for family in families:
-        component = getattr(model, family, None)
-        if component is None:
-            continue
-        for row in component.values():
-            grouped.setdefault((family if by_family else None, _key(row)), []).append(row)
-    return {group: tuple(rows) for group, rows in grouped.items()}
+def _rows(
+    model: pyo.ConcreteModel, families: tuple[str, ...], key: str | None
+) -> tuple[ConstraintData, ...]:
+    """The rows of these families named by `key` (a GPU type, a class, None for the budget),
+    every period's."""
+    components = [getattr(model, family) for family in families if hasattr(model, family)]
+    return tuple(row for rows in components for row in rows.values() if _key(row) == key)
 
 
 def _key(row: ConstraintData) -> str | None:

@@ -661,4 +661,4 @@ def explain_limits(data: ProgramData, options: SolveOptions, began: float) -> st
     def solve(loosened: ProgramData, share: SolveOptions) -> Solution | None:
         return solve_program(loosened, share).solution
 
-    return explain_conflict(data, build_model(data), options, began, solve)
+    return explain_conflict(data, lambda: build_model(data), options, began, solve)
