@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from fleetopt.errors import InfeasibleError, NoPlanInTime
 from fleetopt.instance import Instance
-from fleetopt.pipeline import plan_fleet
+from fleetopt.pipeline import plan_variant
 from fleetopt.plan import Plan, PoolPlan
 from fleetopt.solve import SolveOptions
 
@@ -46,7 +46,7 @@ def compare_modes(instance: Instance, options: SolveOptions | None = None) -> li
         serving = instance.serving.model_copy(update={"modes": modes})
         variant = instance.model_copy(update={"serving": serving})
         try:
-            plan = plan_fleet(variant, options)
+            plan = plan_variant(variant, options)
         except InfeasibleError as exc:
             results.append(ModeResult(mode, "infeasible", binding=[str(exc)]))
             continue

@@ -113,6 +113,16 @@ def plan_fleet(
     return plan
 
 
+def plan_variant(instance: Instance, options: SolveOptions | None = None) -> Plan:
+    """`plan_fleet` for one of several variants a command solves in turn (sweep, pareto,
+    compare): Ctrl-C stops them all. HiGHS, running in this process, catches it and hands back
+    its best plan, which would otherwise answer for the variant and the next one begin."""
+    plan = plan_fleet(instance, options)
+    if plan.interrupted:
+        raise Interrupted("interrupted")
+    return plan
+
+
 def period_schedule(instance: Instance) -> tuple[list[Period], list[int]]:
     """The program's periods — one per distinct demand level, carrying all its hours, since
     periods of equal demand have the same best fleet — and, for each period of the profile,

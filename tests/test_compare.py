@@ -283,16 +283,16 @@ def _timing_out(monkeypatch, modes: set[str]) -> None:
     for real."""
     import fleetopt.compare
 
-    solve = fleetopt.compare.plan_fleet
+    solve = fleetopt.compare.plan_variant
 
-    def plan_fleet(instance, options=None):
+    def plan_variant(instance, options=None):
         served = set(instance.serving.modes)
         mode = "mixed" if len(served) == 2 else served.pop()
         if mode in modes:
             raise NoPlanInTime("no fleet found within the time limit (30.0 s); raise --time-limit")
         return solve(instance, options)
 
-    monkeypatch.setattr(fleetopt.compare, "plan_fleet", plan_fleet)
+    monkeypatch.setattr(fleetopt.compare, "plan_variant", plan_variant)
 
 
 def test_a_mode_out_of_time_is_a_column_not_an_abort(tmp_path, monkeypatch):

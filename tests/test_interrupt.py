@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pyomo.core as pyo
+import pytest
 
 from fleetopt.solve import SolveOptions, run_highs
 
@@ -166,3 +167,35 @@ def test_ctrl_c_after_the_presolve_returns_a_verified_plan():
     plan = json.loads(done.stdout.split("PLAN ", 1)[1])
     assert plan["status"] == "feasible" and plan["interrupted"]
     assert plan["cost"] > 0 and plan["gap"] is not None and plan["gap"] > 0
+
+
+VARIANTS_CHILD = """
+import sys
+import fleetopt.pipeline as pipeline
+from fleetopt.cli import main
+presolve = pipeline.presolve
+def announce(*args, **kwargs):
+    presolved = presolve(*args, **kwargs)
+    print("PRESOLVED", flush=True)
+    return presolved
+pipeline.presolve = announce
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["sweep", "--set", "workloads.a.requests_per_s=34.1,30", "--jobs", "1"], ["compare"]],
+)
+def test_ctrl_c_stops_every_variant_solved_in_this_process(tmp_path, command):
+    """`sweep --jobs 1` and `compare` solve their variants in the command's own process, where
+    HiGHS catches Ctrl-C and hands back its best plan: that was taken for the variant's answer
+    (or, with no plan yet, a `no_solution` row) and the next one begun (the sweep's first row
+    read 'time limit, gap 4.28%'). The command stops, exit 130."""
+    path = tmp_path / "hard.yaml"
+    path.write_text(json.dumps(HARD_FLEET))
+    args = [command[0], str(path), *command[1:]]
+    done = _interrupt(VARIANTS_CHILD, *args, ready="PRESOLVED\n", settle_s=0.3)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "error: interrupted"
+    assert "PRESOLVED" not in done.stdout  # no other variant began

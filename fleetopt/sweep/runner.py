@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
-from fleetopt.errors import FleetoptError, InfeasibleError, InputError, VerificationError
+from fleetopt.errors import InfeasibleError, NoPlanInTime, VerificationError
 from fleetopt.instance import Instance
 from fleetopt.solve import SolveOptions, default_jobs
 from fleetopt.sweep.grid import Scenario
@@ -60,19 +60,18 @@ Progress = Callable[[int, int, Result], None]
 def solve_scenario(instance: Instance, options: SolveOptions) -> Outcome:
     """Plan one scenario. No fleet is an answer (a row of the table), not an error. A plan that
     fails verification is a bug: it becomes an `error` row, so one bad scenario does not throw
-    away the rest of the grid, and the command exits 4 after printing them."""
-    from fleetopt.pipeline import plan_fleet
+    away the rest of the grid, and the command exits 4 after printing them. Ctrl-C stops the
+    whole run (`plan_variant`)."""
+    from fleetopt.pipeline import plan_variant
 
     start = time.perf_counter()
     try:
-        plan = plan_fleet(instance, options)
+        plan = plan_variant(instance, options)
     except InfeasibleError as exc:
         return Outcome("infeasible", seconds=time.perf_counter() - start, reason=str(exc))
     except VerificationError as exc:
         return Outcome("error", seconds=time.perf_counter() - start, reason=str(exc))
-    except InputError:  # every scenario was validated up front: this is a bug, say so loudly
-        raise
-    except FleetoptError as exc:  # the time limit ran out before any fleet was found
+    except NoPlanInTime as exc:
         return Outcome("no_solution", seconds=time.perf_counter() - start, reason=str(exc))
     return Outcome(
         status=plan.status,
