@@ -10,7 +10,8 @@ conflict at the level of the instance's fields, asked of the LP relaxation, or o
 itself where the relaxation holds (whole nodes). HiGHS's own IIS filters row by row, tens of
 thousands of rows, and ignores the time limit. The fix of each limit is sized by the cheapest
 fleet without it, which the pipeline's own solve finds: its cost for the budget, its most GPUs
-in a period for a cap, first for each limit alone, then for all of them together. (HiGHS's
+in a period for a cap, first for each limit alone, then for all of them together; a cap alone
+is raised only as far as the fleet with the fewest GPUs of its type needs. (HiGHS's
 feasibility relaxation sized caps until 2026-12-06: it is the whole MIP without the presolve,
 ran out of time on instances the solve answers in a second, and on one of 119,000 rows asked
 for 588 H100s where the cheapest fleet without the cap uses 89.) The time limit left is shared
@@ -129,8 +130,8 @@ def suggest(
     counted in it)."""
     relaxable = [limit for limit in named if limit.family in RELAXABLE]
     share = time_left(options, began)
-    if share.time_limit is not None:
-        parts = len(relaxable) + 1  # each limit alone, then all together
+    if share.time_limit is not None:  # each limit alone (a cap twice), then all together
+        parts = sum(2 if _fewest_asked(limit, data) else 1 for limit in relaxable) + 1
         share = dataclasses.replace(share, time_limit=share.time_limit / parts)
 
     def loosen(limits: list[Limit]) -> str | None:
@@ -150,7 +151,8 @@ def _sized(
 ) -> str | None:
     """The limits raised to what the cheapest fleet without them uses (solved within
     SIZING_GAP: any fleet's use is a fix): its cost for the budget, its most GPUs in a period
-    for a cap."""
+    for a cap. A cap loosened alone is also raised only as far as the fleet with the fewest
+    GPUs of its type needs, where that is fewer (`_fewest`)."""
     loose = {limit.key for limit in limits if limit.family == "gpu_cap"}
     budget = any(limit.family == "budget" for limit in limits)
     without = dataclasses.replace(
@@ -158,32 +160,81 @@ def _sized(
         gpus=[dataclasses.replace(g, max_gpus=None) if g.name in loose else g for g in data.gpus],
         budget_per_hour=None if budget else data.budget_per_hour,
     )
-    fleet = solve(without, dataclasses.replace(options, mip_gap=max(options.mip_gap, SIZING_GAP)))
+    sizing = dataclasses.replace(options, mip_gap=max(options.mip_gap, SIZING_GAP))
+    fleet = solve(without, sizing)
     if fleet is None:
         return None
     raises = []
     for limit in limits:
         if limit.family == "budget":
             excess = fleet.cost_per_hour - data.budget_per_hour
-        else:
-            most = max((n for (g, _), n in fleet.gpus.items() if g == limit.key), default=0.0)
-            excess = most - _market(data, limit.key).max_gpus
-        if excess > 1e-6:
-            raises.append(_raise(limit, data, excess))
+            if excess > 1e-6:
+                raises.append(_raise_budget(data, excess))
+            continue
+        most = _most(fleet, limit.key)
+        if most <= _market(data, limit.key).max_gpus + 1e-6:
+            continue
+        fewest = None
+        if len(limits) == 1 and _fewest_asked(limit, data):
+            fewest = solve(_fewest(without, limit.key, fleet.cost_per_hour), options)
+        least = most if fewest is None else min(most, _most(fewest, limit.key))
+        raises.append(_raise_cap(data, limit.key, least, most, fleet.cost_per_hour))
     return " and ".join(raises) or None
 
 
-def _raise(limit: Limit, data: ProgramData, excess: float) -> str:
-    if limit.family == "budget":
-        budget = data.budget_per_hour
-        enough = math.ceil((budget + excess) * 100 - 1e-6) / 100  # shown in cents: round up
-        return (
-            f"raise objective.budget_per_hour from {budget:,.2f} to {enough:,.2f} $/h "
-            f"(+{enough - budget:,.2f})"
-        )
-    cap = _market(data, limit.key).max_gpus
-    more = math.ceil(excess - 1e-6)
-    return f"raise gpus[{limit.key}].max_gpus from {cap} to {cap + more} (+{more} GPUs)"
+FEWEST_WEIGHT = 1000.0
+"""A GPU of the capped type is charged this many times the cheapest fleet's whole cost on top
+of its price, so that the fleet with the fewest of them wins (any fleet found is a fix)."""
+
+
+def _fewest_asked(limit: Limit, data: ProgramData) -> bool:
+    """A cap alone is sized by a second fleet, the fewest GPUs of its type, where the prices
+    may be changed to find it: not under a budget (priced in the same dollars) or when
+    maximising throughput (which has no cost objective to change)."""
+    return (
+        limit.family == "gpu_cap" and data.budget_per_hour is None and not data.maximize_throughput
+    )
+
+
+def _fewest(data: ProgramData, key: str | None, cheapest: float) -> ProgramData:
+    """The program with each GPU of type `key` charged FEWEST_WEIGHT × `cheapest` more: its
+    cheapest fleet uses the fewest of them (ties broken by cost)."""
+    surcharge = FEWEST_WEIGHT * max(cheapest, 1.0)
+    return dataclasses.replace(
+        data,
+        gpus=[
+            dataclasses.replace(g, price_per_gpu_hour=g.price_per_gpu_hour + surcharge)
+            if g.name == key
+            else g
+            for g in data.gpus
+        ],
+    )
+
+
+def _most(fleet: Solution, key: str | None) -> float:
+    """The most GPUs of type `key` the fleet runs in a period."""
+    return max((n for (g, _), n in fleet.gpus.items() if g == key), default=0.0)
+
+
+def _raise_budget(data: ProgramData, excess: float) -> str:
+    budget = data.budget_per_hour
+    enough = math.ceil((budget + excess) * 100 - 1e-6) / 100  # shown in cents: round up
+    return (
+        f"raise objective.budget_per_hour from {budget:,.2f} to {enough:,.2f} $/h "
+        f"(+{enough - budget:,.2f})"
+    )
+
+
+def _raise_cap(data: ProgramData, key: str | None, least: float, most: float, cost: float) -> str:
+    """The cap raised to `least` GPUs; where the cheapest fleet needs more (`most`), said so."""
+    cap = _market(data, key).max_gpus
+    more, cheapest = math.ceil(least - cap - 1e-6), math.ceil(most - 1e-6)
+    if cap + more >= cheapest:
+        return f"raise gpus[{key}].max_gpus from {cap} to {cap + more} (+{more} GPUs)"
+    return (
+        f"raise gpus[{key}].max_gpus from {cap} to {cap + more} (+{more} GPUs, the fewest any "
+        f"fleet needs; the cheapest fleet without the cap, {cost:,.2f} $/h, uses {cheapest})"
+    )
 
 
 def _describe(limit: Limit, data: ProgramData) -> str:

@@ -19,7 +19,7 @@ from fleetopt.errors import InfeasibleError
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet
 from fleetopt.solve import HeldFeasibility, SolveOptions
-from tests.helpers import analytic_instance, solve
+from tests.helpers import analytic_instance, cost_or_inf, solve
 
 
 def _message(data: dict) -> str:
@@ -75,6 +75,31 @@ def test_cap_in_conflict_and_its_fix():
     assert "raise gpus[h100-sxm].max_gpus from 1 to" in text
     need = solve(_capped()).gpus["h100-sxm"]
     assert f"from 1 to {need} (+{need - 1} GPUs)" in text
+
+
+def test_a_cap_is_raised_only_as_far_as_any_fleet_needs():
+    """100 requests/s with at most 2 H100s and 20 L40S: the cheapest fleet without the H100 cap
+    runs H100s alone; one with more L40S needs fewer H100s. The fix names the fewest (with the
+    cap there, a fleet exists; one GPU less, none does) and what the cheapest fleet uses."""
+    data = analytic_instance(["h100-sxm", "l40s"], requests_per_s=100)
+
+    def capped(h100: int | None) -> dict:
+        changed = copy.deepcopy(data)
+        changed["gpus"] = [{"type": "h100-sxm", "max_gpus": h100}, {"type": "l40s", "max_gpus": 20}]
+        if h100 is None:
+            del changed["gpus"][0]["max_gpus"]
+        return changed
+
+    text = _message(capped(2))
+    cheapest = solve(capped(None))
+    most = cheapest.gpus["h100-sxm"]
+    least = next(n for n in range(2, most + 1) if cost_or_inf(capped(n)) < float("inf"))
+    assert least < most
+    assert (
+        f"raise gpus[h100-sxm].max_gpus from 2 to {least} (+{least - 2} GPUs, the fewest any "
+        f"fleet needs; the cheapest fleet without the cap, {cheapest.cost_per_hour:,.2f} $/h, "
+        f"uses {most})"
+    ) in text
 
 
 def test_whole_nodes_and_cap():
