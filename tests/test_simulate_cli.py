@@ -162,9 +162,27 @@ def test_solve_then_simulate(files):
     result = _run("solve", instance, "--simulate")
     assert result.exit_code == 0, result.output
     assert "TTFT ms p99 (sim/pred/target)" in result.stdout
+    assert "pred TTFT" not in result.stdout  # every class has a TTFT target
     as_json = _run("solve", instance, "--simulate", "--format", "json")
     assert json.loads(as_json.stdout)["status"] == "optimal"
     assert "TTFT ms p99 (sim/pred/target)" in as_json.stderr
+
+
+def test_a_class_without_a_ttft_target_is_said_to_have_no_queueing_bound(tmp_path):
+    """A throughput-only class shares pools the plan runs at full load for it: its simulated
+    p99 TTFT can lie far above the unqueued prediction, and the table says why; a plan whose
+    classes all have a TTFT target gets no such note."""
+    data = analytic_instance(
+        ["l40s"], requests_per_s=5, input_tokens=800, output_tokens=100, weight_dtype="fp8"
+    )
+    batch = {**data["workloads"][0], "name": "batch", "requests_per_s": 2}
+    del batch["slo"]
+    data["workloads"].append(batch)
+    instance = tmp_path / "instance.yaml"
+    instance.write_text(yaml.safe_dump(data))
+    text = _run("solve", str(instance), "--simulate").stdout
+    assert "bounds none for batch (no TTFT target" in text
+    assert "pred TTFT: the tail-length prompt" in text
 
 
 def test_solve_then_simulate_a_plan_of_measured_pools():

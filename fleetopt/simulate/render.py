@@ -127,7 +127,21 @@ def versus_targets(report: dict) -> str:
                 f"{verdict} (p{slo['percentile']:g})" if slo else "-",
             ]
         )
-    return grid(head, rows)
+    return "\n".join([grid(head, rows), *_prediction_notes(report)])
+
+
+def _prediction_notes(report: dict) -> list[str]:
+    """What `pred` is, where a class without a TTFT target makes its queueing stand out: the
+    plan holds no queue for it, so its measured tail may lie far above the prediction."""
+    loose = [w["name"] for w in report["workloads"] if not (w["slo"] or {}).get("ttft_ms")]
+    if not loose:
+        return []
+    return [
+        "",
+        "pred TTFT: the tail-length prompt on the slowest pool it is routed to, unqueued; the "
+        "plan holds queueing within each TTFT target at its percentile, and bounds none for "
+        f"{', '.join(loose)} (no TTFT target: its pools may run at full load for it)",
+    ]
 
 
 def to_table(report: dict) -> str:
