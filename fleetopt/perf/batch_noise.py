@@ -100,4 +100,4 @@ def _ratio(outputs: tuple[tuple[float, float], ...], kappa: float, rho: float, c
     spread = density * s.omega
     # trapezoid in ln ω, and [0, ω₀] as a box
     integral = density[0] * s.omega[0] + float(np.sum((spread[1:] + spread[:-1]) / 2 * s.dlog))
-    return integral / np.pi / s.mean
+    return float(integral / np.pi / s.mean)  # a numpy scalar would follow into every coefficient
