@@ -105,21 +105,28 @@ def test_ctrl_c_without_an_incumbent_exits_130_with_one_line():
     assert done.stderr.strip() == "error: interrupted before the solver found any plan"
 
 
-FLEET_CHILD = """
+ANNOUNCE_PRESOLVED = """
 import json, sys
 import fleetopt.pipeline as pipeline
-from fleetopt.instance import parse_instance
-from tests.test_interrupt import HARD_FLEET
 presolve = pipeline.presolve
 def announce(*args, **kwargs):
     presolved = presolve(*args, **kwargs)
     print("PRESOLVED", flush=True)
     return presolved
 pipeline.presolve = announce
+"""
+"""A child's first lines: it prints PRESOLVED as each presolve ends, HiGHS's search next."""
+
+FLEET_CHILD = (
+    ANNOUNCE_PRESOLVED
+    + """
+from fleetopt.instance import parse_instance
+from tests.test_interrupt import HARD_FLEET
 plan = pipeline.plan_fleet(parse_instance(HARD_FLEET))
 print("PLAN " + json.dumps({"status": plan.status, "interrupted": plan.interrupted,
                             "cost": plan.cost_per_hour, "gap": plan.mip_gap}))
 """
+)
 
 HARD_FLEET = {
     "name": "hard-fleet",
@@ -169,18 +176,13 @@ def test_ctrl_c_after_the_presolve_returns_a_verified_plan():
     assert plan["cost"] > 0 and plan["gap"] is not None and plan["gap"] > 0
 
 
-VARIANTS_CHILD = """
-import sys
-import fleetopt.pipeline as pipeline
+VARIANTS_CHILD = (
+    ANNOUNCE_PRESOLVED
+    + """
 from fleetopt.cli import main
-presolve = pipeline.presolve
-def announce(*args, **kwargs):
-    presolved = presolve(*args, **kwargs)
-    print("PRESOLVED", flush=True)
-    return presolved
-pipeline.presolve = announce
 main(sys.argv[1:])
 """
+)
 
 
 @pytest.mark.parametrize(
