@@ -137,7 +137,7 @@ def suggest(
     def loosen(limits: list[Limit]) -> str | None:
         if not limits or time_spent(options, began):  # whole nodes alone: nothing to loosen
             return None
-        return _sized(data, limits, share, solve)
+        return _sized(data, limits, share, solve, lambda: time_spent(options, began))
 
     alone = [fix for limit in relaxable if (fix := loosen([limit]))]
     if alone:
@@ -147,12 +147,17 @@ def suggest(
 
 
 def _sized(
-    data: ProgramData, limits: list[Limit], options: SolveOptions, solve: SolveWithout
+    data: ProgramData,
+    limits: list[Limit],
+    options: SolveOptions,
+    solve: SolveWithout,
+    spent: Callable[[], bool],
 ) -> str | None:
     """The limits raised to what the cheapest fleet without them uses (solved within
     SIZING_GAP: any fleet's use is a fix): its cost for the budget, its most GPUs in a period
     for a cap. A cap loosened alone is also raised only as far as the fleet with the fewest
-    GPUs of its type needs, where that is fewer (`_fewest`)."""
+    GPUs of its type needs, where that is fewer (`_fewest`), unless the time limit is `spent`
+    by then."""
     loose = {limit.key for limit in limits if limit.family == "gpu_cap"}
     budget = any(limit.family == "budget" for limit in limits)
     without = dataclasses.replace(
@@ -175,7 +180,7 @@ def _sized(
         if most <= _market(data, limit.key).max_gpus + 1e-6:
             continue
         fewest = None
-        if len(limits) == 1 and _fewest_asked(limit, data):
+        if len(limits) == 1 and _fewest_asked(limit, data) and not spent():
             fewest = solve(_fewest(without, limit.key, fleet.cost_per_hour), options)
         least = most if fewest is None else min(most, _most(fewest, limit.key))
         raises.append(_raise_cap(data, limit.key, least, most, fleet.cost_per_hour))

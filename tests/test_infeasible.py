@@ -77,19 +77,20 @@ def test_cap_in_conflict_and_its_fix():
     assert f"from 1 to {need} (+{need - 1} GPUs)" in text
 
 
+def _h100s_beside_l40s(h100: int | None) -> dict:
+    """100 requests/s with at most `h100` H100s (None: no cap) and 20 L40S."""
+    data = analytic_instance(["h100-sxm", "l40s"], requests_per_s=100)
+    data["gpus"] = [{"type": "h100-sxm", "max_gpus": h100}, {"type": "l40s", "max_gpus": 20}]
+    if h100 is None:
+        del data["gpus"][0]["max_gpus"]
+    return data
+
+
 def test_a_cap_is_raised_only_as_far_as_any_fleet_needs():
     """100 requests/s with at most 2 H100s and 20 L40S: the cheapest fleet without the H100 cap
     runs H100s alone; one with more L40S needs fewer H100s. The fix names the fewest (with the
     cap there, a fleet exists; one GPU less, none does) and what the cheapest fleet uses."""
-    data = analytic_instance(["h100-sxm", "l40s"], requests_per_s=100)
-
-    def capped(h100: int | None) -> dict:
-        changed = copy.deepcopy(data)
-        changed["gpus"] = [{"type": "h100-sxm", "max_gpus": h100}, {"type": "l40s", "max_gpus": 20}]
-        if h100 is None:
-            del changed["gpus"][0]["max_gpus"]
-        return changed
-
+    capped = _h100s_beside_l40s
     text = _message(capped(2))
     cheapest = solve(capped(None))
     most = cheapest.gpus["h100-sxm"]
@@ -100,6 +101,28 @@ def test_a_cap_is_raised_only_as_far_as_any_fleet_needs():
         f"fleet needs; the cheapest fleet without the cap, {cheapest.cost_per_hour:,.2f} $/h, "
         f"uses {most})"
     ) in text
+
+
+def test_the_fewest_is_not_asked_once_the_time_limit_is_spent():
+    """The cheapest fleet's solve spends the limit: the fix is what that fleet uses, and no
+    second solve starts for the fewest."""
+    from fleetopt.conflict import Limit, suggest
+    from fleetopt.pipeline import program_data, solve_program
+
+    resolved = resolve(parse_instance(_h100s_beside_l40s(2)))
+    data = program_data(resolved, enumerate_configs(resolved))
+    fleets = []
+
+    def solve(loosened, _share):
+        fleets.append(solve_program(loosened, SolveOptions()).solution)
+        time.sleep(0.6)
+        return fleets[-1]
+
+    cap = Limit("gpu_cap", "h100-sxm")
+    fixes = suggest(data, [cap], [cap], SolveOptions(time_limit=0.5), time.perf_counter(), solve)
+    most = round(max(n for (g, _), n in fleets[0].gpus.items() if g == "h100-sxm"))
+    assert len(fleets) == 1
+    assert fixes == [f"raise gpus[h100-sxm].max_gpus from 2 to {most} (+{most - 2} GPUs)"]
 
 
 def test_whole_nodes_and_cap():
