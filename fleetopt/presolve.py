@@ -152,7 +152,10 @@ def _presolve(
     held = HeldRelaxation(lp, options)
     spent.build += handed - built
     spent.handoff += time.perf_counter() - handed
-    relaxation = held.solve(primal=True)
+    # Building and handing over a large LP can spend the block's time by itself: it is then
+    # not solved (HiGHS would take its least time on top) and the presolve answers as if out
+    # of time.
+    relaxation = None if time_spent(options, began) else held.solve(primal=True)
     if relaxation is None:  # infeasible (then there is no arithmetic plan) or out of time
         return _arithmetic_only(first, alone, options, consolidating, cols, spent)
     program = _with_broken_orders(first.data, lp, held)

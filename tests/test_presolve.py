@@ -186,6 +186,21 @@ def test_a_first_lp_out_of_time_leaves_the_arithmetic_plan_as_the_incumbent(monk
     assert reduced.incumbent.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
 
 
+def test_an_lp_whose_building_spends_the_time_is_not_solved(monkeypatch):
+    """Fuzz seed 83 at `--time-limit 1`: building and handing over the presolve's LP took 1.8 s,
+    and HiGHS then ran it for the second it is always granted, to no answer. Once the time is
+    spent by the building, the LP is not solved: the arithmetic plan is the incumbent."""
+    data = _program(seeded_instance(0, {}))
+
+    def unasked(self, primal=False):
+        raise AssertionError("the LP was solved after the time limit was spent")
+
+    monkeypatch.setattr(HeldRelaxation, "solve", unasked)
+    reduced = presolve(data, SolveOptions(time_limit=1e-9))
+    assert reduced.incumbent is not None
+    assert reduced.incumbent.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
+
+
 def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan():
     instance = parse_instance(seeded_instance(0, TWO_PERIODS))
     optimum = plan_fleet(instance, EXACT).cost_per_hour
