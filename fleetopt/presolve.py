@@ -233,7 +233,7 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     priced at its own bottleneck would be no bound: classes held by different resources share
     a replica). Which resource that is depends on the prefill's cap, and neither choice is
     always the higher bound, so each period takes the higher of the two. None where a class
-    has no configs to carry it. `cols`: `columns(data)`."""
+    with demand has no configs to carry it. `cols`: `columns(data)`."""
     configs = np.arange(len(data.configs))
     role = np.array([config.role for config in data.configs])
     bounds = replica_bounds(data, cols)
@@ -241,7 +241,7 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     bound = 0.0
     for t, period in enumerate(data.periods):
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
-        most = np.array([bounds[k, t] for k in configs])
+        most = np.array([bounds[k, t] for k in configs], dtype=np.int64)  # indices, if none
         chord = cols.capacity.copy()
         if cols.prefill is not None:
             whole = np.maximum(most, 1)
@@ -274,10 +274,12 @@ def _priced(
         price = np.where(held.any(axis=1), costs / capacity[configs, resource], 0.0)
     cost = np.where(usable, price[:, None] * cols.usage[configs, :, resource], np.inf)
     per_request = cheapest_per_request(cost, role)
-    if not np.isfinite(per_request).all():
-        return None
     bound = 0.0
     for name, least in zip(rates, per_request, strict=True):
+        if not rates[name]:  # a period without demand: no config need carry it
+            continue
+        if not np.isfinite(least):
+            return None
         bound += rates[name] * float(least)
     return bound
 
@@ -497,7 +499,7 @@ def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> Al
         if best is None:
             return None
         objective += period.hours * best[0] / data.total_hours
-        replicas |= {(k, t): n for k, n in best[1].items()}
+        replicas |= {(k, t): n for k, n in best[1].items() if n}  # none in a period of no demand
     if data.budget_per_hour is not None and objective > data.budget_per_hour:
         return None
     return AlonePlan(objective, replicas)

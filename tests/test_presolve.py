@@ -209,6 +209,18 @@ def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan(
     assert hurried.objective_bound <= optimum * (1 + 1e-9) <= hurried.cost_per_hour * (1 + 2e-9)
 
 
+def test_a_period_without_demand_answers_by_arithmetic_too():
+    """Fuzz seed 50 under `--time-limit 2`: a period of multiplier 0 that started late had an
+    arithmetic plan of zero replicas on a config its own cut had dropped (KeyError), and then a
+    program of no configs to bound (IndexError). Now it answers with the empty fleet."""
+    quiet = {"demand_profile": {"period_hours": 1, "multipliers": [0.0, 1.0]}}
+    instance = parse_instance(seeded_instance(0, quiet))
+    optimum = plan_fleet(instance, EXACT).cost_per_hour
+    hurried = plan_fleet(instance, SolveOptions(time_limit=1e-12))  # verified, or it raises
+    assert hurried.periods[0].gpus == {} or not any(hurried.periods[0].gpus.values())
+    assert hurried.objective_bound <= optimum * (1 + 1e-9) <= hurried.cost_per_hour * (1 + 2e-9)
+
+
 def test_each_block_leaves_time_for_the_blocks_to_come(monkeypatch):
     data = _program(seeded_instance(0, TWO_PERIODS))
     limits, solve = [], pipeline.solve_block
