@@ -3,6 +3,7 @@ first minutes of both Azure 2023 traces replay against their instances' plans.""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from fleetopt.catalog import resolve
 from fleetopt.errors import InputError
 from fleetopt.instance import load_instance
 from fleetopt.pipeline import plan_fleet
-from fleetopt.simulate import simulate_plan
+from fleetopt.simulate import simulate_plan, trace
 from fleetopt.simulate.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,3 +139,46 @@ def test_replays_the_first_minutes_of_the_azure_traces(instance, trace):
 def report_window(requests, report) -> tuple[float, float]:
     """The measured window: first request after the warm-up to the last arrival."""
     return float(requests.arrival_s[report["warmup_requests"]]), float(requests.arrival_s[-1])
+
+
+def test_chunks_read_as_the_rows_do(tmp_path, monkeypatch):
+    """Columns parsed a chunk at a time (here two rows, so every rule meets a chunk's edge)
+    give the arrays the row-by-row reading gives: classes, failed requests left out, order."""
+    monkeypatch.setattr(trace, "CHUNK_ROWS", 2)
+    rng = np.random.default_rng(7)
+    rows = [
+        f"{rng.uniform(0, 60):.6f},{rng.integers(1, 9000)},{rng.integers(0, 3)},"
+        f"{rng.choice(['chat', 'rag'])}"
+        for _ in range(41)
+    ]
+    path = _write(tmp_path, "time,input_tokens,output_tokens,class\n" + "\n".join(rows) + "\n")
+    columns = {"time": (0, "time"), "input": (1, "input_tokens"), "output": (2, "output_tokens")}
+    columns["class"] = (3, "class")
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        next(reader)
+        chunked = trace._read_columns(reader, columns, ["chat", "rag"], None)
+    assert chunked is not None
+    by_row = trace._read_rows(path, columns, ["chat", "rag"], None)
+    for fast, slow in zip(chunked, by_row, strict=True):
+        assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
+    requests = load_trace(path, ["chat", "rag"])
+    left_out = sum(row.split(",")[2] == "0" for row in rows)
+    assert len(requests) == len(rows) - left_out and left_out > 0
+    assert np.all(np.diff(requests.arrival_s) >= 0) and requests.arrival_s[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("last", "message"),
+    [
+        ("2023-11-16 18:15:59.0,12,nan", ":8: column GeneratedTokens: 'nan'"),
+        ("9.5,12,3", ": column TIMESTAMP: mixes seconds and datetimes"),
+        ("inf,12,3", ":8: column TIMESTAMP: 'inf' is neither seconds nor a datetime"),
+    ],
+)
+def test_a_bad_cell_past_the_first_chunk_is_named(tmp_path, monkeypatch, last, message):
+    monkeypatch.setattr(trace, "CHUNK_ROWS", 2)
+    more = "2023-11-16 18:15:52.0,12,3\n2023-11-16 18:15:53.0,14,4\n"
+    text = AZURE + more + "2023-11-16 18:15:54.0,16,5\n" + last + "\n"
+    with pytest.raises(InputError, match="trace.csv" + message):
+        load_trace(_write(tmp_path, text), ["chat"])
