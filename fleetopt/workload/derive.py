@@ -92,9 +92,14 @@ def derive_fields(data: dict, base: Path) -> dict:
 
 def distribution(values: np.ndarray, weight: np.ndarray) -> dict[str, float]:
     """Mean, min, p50/p90/p99 and max as TokenDistribution fields. A percentile is the smallest
-    length with at least that share of the weight at or below it (never interpolated down)."""
-    order = np.argsort(values, kind="stable")
-    ordered, cumulative = values[order], np.cumsum(weight[order])
+    length with at least that share of the weight at or below it (never interpolated down).
+    Equal weights (a trace's requests) need the lengths sorted, not their order: a tenth of
+    the time on a million requests, the same sums."""
+    if (weight == weight[0]).all():
+        ordered, cumulative = np.sort(values), np.cumsum(weight)
+    else:
+        order = np.argsort(values, kind="stable")
+        ordered, cumulative = values[order], np.cumsum(weight[order])
     out = {"mean": float(np.dot(values, weight)), "min": float(ordered[0])}
     for key, level in PERCENTILES.items():
         index = int(np.searchsorted(cumulative, level / 100 * cumulative[-1] * (1 - 1e-12)))
