@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from itertools import repeat
+from itertools import pairwise, repeat
 
 import numpy as np
 
@@ -22,10 +22,12 @@ from fleetopt.perf.operating_point import (
     Limits,
     OperatingPoint,
     RequestShape,
+    batch_slots,
     capacity,
     capacity_gap,
     ineligibility,
     latency,
+    latency_bound,
     queue_curve,
     unqueued_misses,
     usage,
@@ -119,6 +121,9 @@ class Config:
     walk_tokens: float = 0.0
     """The context level: the longest context its steps walk (0: attention splits contexts;
     `walk_levels`)."""
+    slot_tier: int | None = None
+    """The fewest batch slots among its members where the point's classes that leave fewer
+    are left out (`slot_tiers`); None: every class the point may carry at its level."""
 
     @property
     def role(self) -> str:
@@ -135,7 +140,8 @@ class Config:
             point += f"-longest{self.op.longest_step_s * 1e3:.2f}ms"
         queue = "" if self.wait_budget_s is None else f"-wait{self.wait_budget_s * 1e3:.0f}ms"
         walk = f"-ctx{self.walk_tokens:.0f}" if self.walk_tokens else ""
-        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}{walk}"
+        tier = "" if self.slot_tier is None else f"-slots{self.slot_tier}"
+        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}{walk}{tier}"
 
 
 @dataclass
@@ -450,34 +456,86 @@ def _analytic_configs(
         levels.append(None)  # a pool of classes without a TTFT target needs no queueing margin
     configs = []
     for level in levels:
-        members = [name for name, b in budgets.items() if _admits(level, b)]
-        if not members:
-            continue
-        shapes = {name: by_name[name].shape for name in members}
-        margins = with_latency_margins(
-            replica,
-            op,
-            shapes,
-            limits,
-            caps,
-            {n: usage(replica, op, sh) for n, sh in shapes.items()},
-            headrooms,
-        )
-        if margins is None:
-            continue
-        config = replace(
-            base, capacity=margins[0], usage=margins[1], ttft_s={}, tpot_s={}, wait_budget_s=level
-        )
-        if op.does_prefill:
-            config.queue = queue_curve(replica, op, list(shapes.values()), limits)
-        for name, shape in shapes.items():
-            lat = latency(replica, op, shape)
-            config.ttft_s[name] = lat.ttft_s
-            config.tpot_s[name] = lat.tpot_s
-            if late := unqueued_misses(replica, op, shape):
-                config.unqueued_misses[name] = late
-        configs.append(config)
+        admitted = [by_name[name] for name, b in budgets.items() if _admits(level, b)]
+        for tier, members in slot_tiers(replica, op, admitted, limits):
+            config = _config_of(replica, op, base, members, level, tier, limits, headrooms)
+            if config is not None:
+                configs.append(config)
     return configs
+
+
+def _config_of(
+    replica: Replica,
+    op: OperatingPoint,
+    base: Config,
+    members: list[RequestClass],
+    level: float | None,
+    tier: int | None,
+    limits: Limits,
+    headrooms: dict,
+) -> Config | None:
+    """The point's config for these members, with the margins they need (None: no room)."""
+    shapes = {c.name: c.shape for c in members}
+    margins = with_latency_margins(
+        replica,
+        op,
+        shapes,
+        limits,
+        base.capacity,
+        {n: usage(replica, op, sh) for n, sh in shapes.items()},
+        headrooms,
+    )
+    if margins is None:
+        return None
+    config = replace(
+        base,
+        capacity=margins[0],
+        usage=margins[1],
+        ttft_s={},
+        tpot_s={},
+        wait_budget_s=level,
+        slot_tier=tier,
+    )
+    if op.does_prefill:
+        config.queue = queue_curve(replica, op, list(shapes.values()), limits)
+    for name, shape in shapes.items():
+        lat = latency(replica, op, shape)
+        config.ttft_s[name] = lat.ttft_s
+        config.tpot_s[name] = lat.tpot_s
+        if late := unqueued_misses(replica, op, shape):
+            config.unqueued_misses[name] = late
+    return config
+
+
+SLOT_TIER_GRID = 1.25
+"""A point's classes are left out of a config for their batch slots only where the classes
+kept have at least 1.25 times as many: nearby slot counts add a config for little room."""
+
+
+def slot_tiers(
+    replica: Replica, op: OperatingPoint, classes: list[RequestClass], limits: Limits
+) -> list[tuple[int | None, list[RequestClass]]]:
+    """The member sets of a point's config: all its classes (tier None), and, where it
+    decodes, those that leave more batch slots than each tier of fewer (`batch_slots`), so
+    that a class whose long sequences leave few slots is not in every config with the rest.
+
+    A config's admission headroom is sized on the fewest slots among its latency-bound
+    members (`admission_headroom`): a class of 20,000-token prompts beside 2,000-token chats
+    cuts the chats' slots tenfold. Without the tiers the point had only the config with
+    every class it may carry, so a looser target that made such a class eligible there took
+    room from the others, and a looser TPOT could cost more (docs/formulation.md)."""
+    if not classes:
+        return []
+    sets: list[tuple[int | None, list[RequestClass]]] = [(None, classes)]
+    if not op.does_decode:
+        return sets
+    slots = {
+        c.name: batch_slots(replica, c.shape, limits) for c in classes if latency_bound(c.shape)
+    }
+    for tier, above in pairwise(sorted(set(slots.values()))):
+        if above >= SLOT_TIER_GRID * tier:
+            sets.append((above, [c for c in classes if slots.get(c.name, above) > tier]))
+    return sets
 
 
 LEVEL_GRID = 1.25

@@ -15,8 +15,8 @@ as the target loosens. The frontier keeps, at each cost, the tightest target tha
 looser point that costs more than a tighter one is reported as a violation, never silently
 dropped: a time limit, the MIP gap, or the operating-point grid (a decode point is a class's
 best step cut to its TPOT, so classes that shared a tighter target's point may not share a
-looser one's; a class a looser TTFT lets onto a point can tighten the margins of the configs it
-joins: docs/formulation.md, Operating points and Queueing levels).
+looser one's; a class a looser target lets onto a point can tighten the margins of the configs
+it joins: docs/formulation.md, Operating points, Queueing levels and Slot tiers).
 """
 
 from __future__ import annotations
@@ -230,8 +230,9 @@ def classify(xs: list[float], results: list[Result], mip_gap: float, kind: str) 
                     violation=(
                         f"{kind} {x:g} ms costs {cost:,.2f} $/h, more than the tighter "
                         f"{best[1]:g} ms at {best[0]:,.2f} $/h, whose plan meets {x:g} ms too: "
-                        "the operating-point grid (docs/formulation.md, Operating points), "
-                        f"or the time limit or MIP gap stopped the solve (status {outcome.status})"
+                        "the operating-point grid or a class that joined a point's configs "
+                        "(docs/formulation.md, Operating points, Queueing levels), or the time "
+                        f"limit or MIP gap stopped the solve (status {outcome.status})"
                     ),
                 )
             )

@@ -481,6 +481,18 @@ def by_share(bins: tuple[tuple[float, float], ...]) -> Waits:
     return tuple((p - low, value) for (p, value), low in zip(bins, lowers, strict=True))
 
 
+def latency_bound(shape: RequestShape) -> bool:
+    """The class has a TTFT or TPOT target: its requests may not wait long for a slot."""
+    return shape.ttft_s is not None or shape.tpot_s is not None
+
+
+def batch_slots(replica: Replica, shape: RequestShape, limits: Limits) -> int:
+    """The sequences a replica holds were they all of this class: the engine's batch limit, or
+    its KV cache over the KV each reserves at admission, whichever is fewer."""
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    return min(limits.max_num_seqs, int(kv_tokens // shape.reserved_tokens))
+
+
 def admission_headroom(
     replica: Replica,
     op: OperatingPoint,
@@ -507,11 +519,10 @@ def admission_headroom(
 
     `known`: the headrooms found so far at this replica and point (one dict across its
     queueing levels, whose class sets differ but often share the slots, wait and miss share)."""
-    timed = [s for s in shapes if s.ttft_s is not None or s.tpot_s is not None]
+    timed = [s for s in shapes if latency_bound(s)]
     if not timed:
         return [1.0] * len(shapes)
-    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    slots = min(limits.max_num_seqs, *(int(kv_tokens // s.reserved_tokens) for s in timed))
+    slots = min(batch_slots(replica, s, limits) for s in timed)
     if slots < 1:
         return [0.0] * len(shapes)
     waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
