@@ -182,3 +182,13 @@ def test_a_bad_cell_past_the_first_chunk_is_named(tmp_path, monkeypatch, last, m
     text = AZURE + more + "2023-11-16 18:15:54.0,16,5\n" + last + "\n"
     with pytest.raises(InputError, match="trace.csv" + message):
         load_trace(_write(tmp_path, text), ["chat"])
+
+
+def test_a_byte_order_mark_and_crlf_lines_read_as_plain_text(tmp_path):
+    """Spreadsheets save CSV with a UTF-8 byte order mark and CRLF lines: the first column is
+    still TIMESTAMP (it was '\\ufeffTIMESTAMP', and no time column was found)."""
+    path = tmp_path / "trace.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + AZURE.replace("\n", "\r\n").encode())
+    requests = load_trace(path, ["chat"])
+    assert requests.input_tokens.tolist() == [374, 396, 879]
+    assert requests.arrival_s.tolist() == pytest.approx([0.0, 4.314579, 4.541877])

@@ -52,7 +52,7 @@ def read_capacities(
     """Max requests/s per replica for each (role, tp, isl, osl) the file covers."""
     path = Path(path)
     try:
-        rows = list(csv.DictReader(path.read_text().splitlines()))
+        rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     if not rows:

@@ -42,7 +42,7 @@ def read_runs(path: str | Path) -> list[Run]:
     """The runs of one result file, vLLM or GuideLLM, told apart by their fields."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except json.JSONDecodeError as exc:

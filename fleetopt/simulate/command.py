@@ -82,7 +82,7 @@ def _plan(path: str) -> Plan:
     from fleetopt.plan import Plan
 
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except json.JSONDecodeError as exc:

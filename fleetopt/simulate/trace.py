@@ -56,7 +56,7 @@ def load_trace(path: str | Path, workloads: list[str], assign: str | None = None
     or the only workload there is)."""
     path = Path(path)
     try:
-        handle = path.open(newline="")
+        handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     with handle:
@@ -150,7 +150,7 @@ def _read_rows(
     path: Path, columns: dict[str, tuple[int, str]], workloads: list[str], default: int | None
 ) -> Columns:
     """The rows one at a time, each bad cell an InputError naming file:line and the column."""
-    with path.open(newline="") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         next(reader)
         read = [_row(path, reader.line_num, row, columns, workloads, default) for row in reader]

@@ -147,7 +147,7 @@ def _read_trace(path: str, name: str, _mtime: int, _size: int) -> Sample:
 
 @lru_cache(maxsize=16)
 def _read_lengths_csv(path: str, _mtime: int, _size: int) -> Sample:
-    with Path(path).open(newline="") as handle:
+    with Path(path).open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None:
