@@ -82,6 +82,7 @@ def test_reads_zoned_datetimes_and_the_burstgpt_layout(tmp_path):
         (AZURE + "2023-11-16 18:15:52.0,12,-3\n", ":5: column GeneratedTokens: '-3'"),
         (AZURE + "2023-11-16 18:15:52.0,0,3\n", ":5: column ContextTokens: '0'"),
         (AZURE + "2023-11-16 18:15:52.0,12.5,3\n", ":5: column ContextTokens: '12.5'"),
+        (AZURE + "2023-11-16 18:15:52.0,1e20,3\n", ":5: column ContextTokens: '1e20'"),
         (AZURE + "yesterday,12,3\n", ":5: column TIMESTAMP: 'yesterday'"),
         (AZURE + "2023-11-16 18:15:52.0,12\n", ":5: column GeneratedTokens: missing"),
         ("when,ContextTokens,GeneratedTokens\n1,2,3\n", ":1: no time column"),

@@ -47,6 +47,9 @@ OUTPUT = (
 )
 CLASS = ("class", "workload")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MOST_TOKENS = 2**53
+"""The largest token count read: beyond it a float skips whole numbers (an instance refuses far
+fewer, fleetopt.instance.RANGES, and says so in its own words)."""
 CHUNK_ROWS = 1 << 16
 """Rows parsed together: enough for numpy to pay, few enough to bound the memory."""
 
@@ -141,8 +144,9 @@ def _times(cells: list[str]) -> tuple[np.ndarray, type]:
 
 def _whole(cells: list[str], least: int) -> np.ndarray:
     numbers = np.array(cells, dtype=float)
-    if not (np.isfinite(numbers) & (numbers == np.floor(numbers)) & (numbers >= least)).all():
-        raise ValueError("not a whole number")
+    whole = np.isfinite(numbers) & (numbers == np.floor(numbers))
+    if not (whole & (numbers >= least) & (numbers <= MOST_TOKENS)).all():
+        raise ValueError("not a whole number in range")
     return numbers.astype(np.int64)
 
 
@@ -253,6 +257,9 @@ def _tokens(path: Path, line: int, name: str, text: str, least: int = 1) -> int:
         number = float(text)
     except ValueError:
         number = math.nan
-    if not number.is_integer() or number < least:
-        raise InputError(f"{path}:{line}: column {name}: {text!r} is not a whole number >= {least}")
+    if not number.is_integer() or not least <= number <= MOST_TOKENS:
+        raise InputError(
+            f"{path}:{line}: column {name}: {text!r} is not a whole number "
+            f"from {least} to {MOST_TOKENS:,}"
+        )
     return int(number)
