@@ -193,3 +193,13 @@ def test_a_byte_order_mark_and_crlf_lines_read_as_plain_text(tmp_path):
     requests = load_trace(path, ["chat"])
     assert requests.input_tokens.tolist() == [374, 396, 879]
     assert requests.arrival_s.tolist() == pytest.approx([0.0, 4.314579, 4.541877])
+
+
+def test_blank_lines_are_skipped(tmp_path, monkeypatch):
+    """A trace edited by hand often ends in a blank line (it was refused: 'column TIMESTAMP:
+    missing (the row has 0 fields)'); a chunk of blank lines ends nothing."""
+    monkeypatch.setattr(trace, "CHUNK_ROWS", 2)
+    rows = AZURE.splitlines(keepends=True)
+    text = rows[0] + rows[1] + "\n\n\n" + rows[2] + "\n" + rows[3] + "\n\n"
+    requests = load_trace(_write(tmp_path, text), ["chat"])
+    assert requests.input_tokens.tolist() == [374, 396, 879]

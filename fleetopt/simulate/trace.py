@@ -6,8 +6,8 @@ tokens, Response tokens) load as they are. Times are seconds (a number) or datet
 (`2023-11-16 18:15:46.6805900`, `2024-05-10 00:00:00.009930+00:00`; without a zone, UTC); either
 way the trace is shifted to start at 0 and sorted by time. Token counts are whole numbers (`12`
 or `12.0`); a row with no output tokens is a request that failed (BurstGPT logs them) and is
-left out, counted in the arrivals' description. Every bad row is an InputError naming
-file:line and the column.
+left out, counted in the arrivals' description. Blank lines are skipped. Every bad row is an
+InputError naming file:line and the column.
 
 Columns are parsed by numpy a chunk of rows at a time (a million rows in ~1.5 s, in the memory
 of their arrays); where anything does not parse, the file is read again row by row to name the
@@ -108,7 +108,10 @@ def _read_columns(
     labels = {name: i for i, name in enumerate(workloads)}
     parts: list[Columns] = []
     kinds: set[type] = set()
-    while chunk := list(itertools.islice(reader, CHUNK_ROWS)):
+    while rows := list(itertools.islice(reader, CHUNK_ROWS)):
+        chunk = [row for row in rows if row]  # blank lines are no requests
+        if not chunk:
+            continue
         if any(len(row) < width for row in chunk):
             return None
         try:
@@ -157,7 +160,9 @@ def _read_rows(
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         next(reader)
-        read = [_row(path, reader.line_num, row, columns, workloads, default) for row in reader]
+        read = [
+            _row(path, reader.line_num, row, columns, workloads, default) for row in reader if row
+        ]
     if not read:
         raise InputError(f"{path}: the trace has a header but no requests with output tokens")
     times, inputs, outputs, which = (np.array(c) for c in zip(*read, strict=True))
