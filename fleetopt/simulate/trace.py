@@ -138,8 +138,8 @@ def _times(cells: list[str]) -> tuple[np.ndarray, type]:
     try:
         times, kind = np.array(cells, dtype=float), float
     except ValueError:
-        stamps = [_utc(datetime.fromisoformat(cell.strip())) for cell in cells]
-        times, kind = np.array([(t - EPOCH).total_seconds() for t in stamps]), datetime
+        times = np.array([_seconds(datetime.fromisoformat(cell.strip())) for cell in cells])
+        kind = datetime
     if not np.isfinite(times).all():
         raise ValueError("a time that is not a number")
     return times, kind
@@ -169,7 +169,7 @@ def _read_rows(
     if len({type(t) for t in times.tolist()}) > 1:
         raise InputError(f"{path}: column {columns['time'][1]}: mixes seconds and datetimes")
     if times.dtype == object:  # datetimes; without a zone, UTC
-        times = np.array([(_utc(t) - EPOCH).total_seconds() for t in times])
+        times = np.array([_seconds(t) for t in times])
     as_int = (a.astype(np.int64) for a in (inputs, outputs, which))
     return (times.astype(float), *as_int)
 
@@ -253,8 +253,10 @@ def _row(
     return time, _tokens(path, line, *cell("input")), output, which
 
 
-def _utc(t: datetime) -> datetime:
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+def _seconds(t: datetime) -> float:
+    """Seconds since the epoch; a datetime without a zone is UTC."""
+    utc = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    return (utc - EPOCH).total_seconds()
 
 
 def _tokens(path: Path, line: int, name: str, text: str, least: int = 1) -> int:
