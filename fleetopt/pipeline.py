@@ -321,10 +321,11 @@ def block_result(
         return BlockResult(values, solved.outcome, Stats.of(solved))
 
 
-Known = dict[frozenset[str], Columns]
-"""The columns (`sizing.columns`) of each group of models' blocks: its blocks over other periods
-have the same configs and classes, and a block that answers by arithmetic spent an eighth of
-its time building them (docs/benchmarks.md)."""
+Known = dict[frozenset[str], tuple[Block, Columns | None]]
+"""A block of each group of models and its columns (`sizing.columns`): its blocks over other
+periods have the same classes and configs, and a block that answers by arithmetic spent an
+eighth of its time building the columns and a twentieth sifting the configs
+(docs/benchmarks.md)."""
 
 
 def _cut(
@@ -332,12 +333,13 @@ def _cut(
 ) -> tuple[Block, Columns | None]:
     """The block of these models and periods, and its columns, built once per group of models
     (none where the objective is throughput: the presolve leaves such programs as they are)."""
+    if models in known:
+        like, cols = known[models]
+        return cut_block(data, models, periods, like), cols
     block = cut_block(data, models, periods)
-    if data.maximize_throughput:
-        return block, None
-    if models not in known:
-        known[models] = columns(block.data)
-    return block, known[models]
+    cols = None if data.maximize_throughput else columns(block.data)
+    known[models] = block, cols
+    return block, cols
 
 
 def _in_process(

@@ -17,7 +17,7 @@ from fleetopt import pipeline
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
-from fleetopt.formulation.blocks import block_parts, independent_blocks, worth_first
+from fleetopt.formulation.blocks import block_parts, cut_block, independent_blocks, worth_first
 from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet, program_data, solve_program
@@ -145,13 +145,19 @@ def test_a_time_limit_reorders_the_blocks_not_their_answers():
 
 
 def test_the_period_blocks_of_one_model_share_its_columns():
-    """Blocks solved in one process (or one worker) build each group of models' columns once:
-    every period's block has the same configs and classes, so the columns it is given are the
-    ones it would build."""
+    """Blocks solved in one process (or one worker) build each group of models' columns and
+    sift its configs once: every period's block has the same configs and classes, so the block
+    and the columns it is given are the ones it would build."""
     data = _program(_data(0))
     known = {}
     for models, periods in block_parts(data):
         block, cols = pipeline._cut(known, data, models, periods)
+        alone = cut_block(data, models, periods)
+        assert (block.data, block.configs, block.periods) == (
+            alone.data,
+            alone.configs,
+            alone.periods,
+        )
         fresh = columns(block.data)
         for name in ("usage", "capacity", "carries", "heads", "size", "tail"):
             assert np.array_equal(getattr(cols, name), getattr(fresh, name)), name

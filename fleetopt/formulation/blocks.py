@@ -59,16 +59,25 @@ def whole_part(data: ProgramData) -> tuple[frozenset[str], list[int]]:
     return frozenset(models), list(range(len(data.periods)))
 
 
-def cut_block(data: ProgramData, models: frozenset[str], periods: list[int]) -> Block:
-    """The sub-program of these models' classes and configs over these periods."""
-    configs = [k for k, config in enumerate(data.configs) if config.model in models]
-    sub = dataclasses.replace(
-        data,
-        classes=[c for c in data.classes if c.model in models],
-        configs=[data.configs[k] for k in configs],
-        periods=[data.periods[t] for t in periods],
-    )
-    return Block(sub, configs, periods)
+def cut_block(
+    data: ProgramData, models: frozenset[str], periods: list[int], like: Block | None = None
+) -> Block:
+    """The sub-program of these models' classes and configs over these periods. `like`: a
+    block of the same models over other periods, whose classes and configs it takes rather
+    than sifting the program's (thousands of configs, for each of many period blocks)."""
+    if like is None:
+        configs = [k for k, config in enumerate(data.configs) if config.model in models]
+        like = Block(
+            dataclasses.replace(
+                data,
+                classes=[c for c in data.classes if c.model in models],
+                configs=[data.configs[k] for k in configs],
+            ),
+            configs,
+            [],
+        )
+    sub = dataclasses.replace(like.data, periods=[data.periods[t] for t in periods])
+    return Block(sub, like.configs, periods)
 
 
 def split_by_period(
