@@ -6,7 +6,10 @@ Units live in the field names (`_ms`, `_per_s`, `_per_gpu_hour`).
 
 from __future__ import annotations
 
+import ast
 import difflib
+import inspect
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -48,7 +51,10 @@ Name = Annotated[str, AfterValidator(_addressable)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # Fields are documented by the string under each; `json_schema` reads them when asked
+    # (pydantic's `use_attribute_docstrings` read every model's source as this module loaded:
+    # 50 ms of each command's start).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TokenDistribution(Strict):
@@ -933,9 +939,39 @@ def _readable_path(loc: tuple, data: object) -> str:
     return "".join(parts)
 
 
-def json_schema() -> dict:
-    return Instance.model_json_schema()
-
-
 _MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in Strict.__subclasses__()}
 """Schema classes by name, to follow pydantic's error locations back to the fields."""
+
+
+def json_schema() -> dict:
+    """The JSON Schema of instance files, each field described by its docstring."""
+    schema = Instance.model_json_schema()
+    for name, node in [(Instance.__name__, schema), *schema.get("$defs", {}).items()]:
+        model = _MODELS[name]
+        docs = field_docs(model)
+        for field_name, field in model.model_fields.items():
+            key = field.alias or field_name
+            if field.description is None and field_name in docs and key in node["properties"]:
+                described = {**node["properties"][key], "description": docs[field_name]}
+                node["properties"][key] = dict(sorted(described.items()))  # as pydantic's keys
+    return schema
+
+
+def field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """Attribute docstrings (a string right under a field) of a model class and its bases,
+    cleaned as `inspect.cleandoc` does."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        body = ast.parse(inspect.getsource(cls)).body[0].body
+        for node, after in itertools.pairwise(body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
