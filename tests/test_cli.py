@@ -226,6 +226,21 @@ def test_schema_is_json_schema():
     assert set(schema["required"]) >= {"gpus", "models", "workloads"}
 
 
+def test_schema_describes_each_field_by_its_docstring():
+    """Every property of every model carries the string under its field, cleaned as pydantic
+    would (inspect.cleandoc: the second line of a docstring keeps its break)."""
+    schema = json.loads(_run("schema").stdout)
+    nodes = [schema, *schema["$defs"].values()]
+    properties = [prop for node in nodes for prop in node["properties"].values()]
+    assert all(prop.get("description") for prop in properties)
+    mean = schema["$defs"]["TokenDistribution"]["properties"]["mean"]
+    assert mean["description"] == "Mean length, tokens: sizes throughput (tokens/s per request/s)."
+    minimum = schema["$defs"]["TokenDistribution"]["properties"]["min"]["description"]
+    assert minimum.startswith("Shortest length, tokens. Sets the TPOT of the shortest answers")
+    assert "\n" in minimum
+    assert list(mean) == sorted(mean)
+
+
 def test_validate_shipped_instance():
     result = _run("validate", str(MELANGE))
     assert result.exit_code == 0
