@@ -37,6 +37,7 @@ from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.sizing import Columns, columns
 from fleetopt.instance import RANGES, Instance, Pricing
 from fleetopt.plan import Plan
+from fleetopt.polish import polished
 from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
 from fleetopt.scaled_bound import ScaledLp, scaled_lp
 from fleetopt.solve import Outcome, SolveOptions, run_highs, time_left, time_spent
@@ -315,10 +316,11 @@ def block_result(
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
     with PauseGC():
         solved = solve_block(block, options, late, cols, scaled)
-        values = None
-        if solved.outcome.status not in ("infeasible", "no_solution"):
+        values, outcome = None, solved.outcome
+        if outcome.status not in ("infeasible", "no_solution"):
+            outcome = polished(solved.model, outcome, options)
             values = block_values(solved.block, solved.model)
-        return BlockResult(values, solved.outcome, Stats.of(solved))
+        return BlockResult(values, outcome, Stats.of(solved))
 
 
 Known = dict[frozenset[str], tuple[Block, Columns | None]]
