@@ -511,7 +511,8 @@ def solve_block(
     model = build_model(reduced.data)
     build = time.perf_counter() - built
     outcome = run_highs(model, time_left(options, began), incumbent_start(presolved, model))
-    if incumbent is not None and _no_better(outcome, incumbent.outcome):
+    maximize = block.data.maximize_throughput
+    if incumbent is not None and _no_better(outcome, incumbent.outcome, maximize):
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
     if outcome.status == "feasible":  # stopped early: HiGHS's bound may not have passed the LP's
         outcome = _bounded(outcome, presolved.lower_bound)
@@ -561,11 +562,14 @@ def _bounded(outcome: Outcome, bound: float | None) -> Outcome:
     return dataclasses.replace(outcome, bound=bound, gap=gap)
 
 
-def _no_better(outcome: Outcome, incumbent: Outcome) -> bool:
-    """The reduced program's solve ended without a plan as cheap as the incumbent (it holds
-    the incumbent, so only a time limit or Ctrl-C gets here)."""
+def _no_better(outcome: Outcome, incumbent: Outcome, maximize: bool) -> bool:
+    """The reduced program's solve ended without a plan as good as the incumbent — as cheap,
+    or as large a scale where `maximize` (it holds the incumbent, so only a time limit or
+    Ctrl-C gets here)."""
     if outcome.objective is None:
         return True
+    if maximize:
+        return outcome.objective < incumbent.objective * (1 - 1e-9) - 1e-9
     return outcome.objective > incumbent.objective * (1 + 1e-9) + 1e-9
 
 
@@ -632,10 +636,7 @@ def _cheapest_at_scale(data: ProgramData, solved: Solved, options: SolveOptions)
     alpha = solved.solution.alpha
     at_limit = limit is not None and alpha >= limit * (1 - options.mip_gap - 1e-9)
     scale = limit if at_limit else alpha
-    classes = [
-        dataclasses.replace(c, requests_per_s=c.requests_per_s * scale) for c in data.classes
-    ]
-    program = dataclasses.replace(data, classes=classes, maximize_throughput=False)
+    program = data.at_scale(scale)
     used = list(range(len(data.configs)))
     if not at_limit:
         presolved = presolve(program, options).incumbent

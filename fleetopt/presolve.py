@@ -113,8 +113,9 @@ def presolve(
     cols: Columns | None = None,
     scaled: frozenset[int] = frozenset(),
 ) -> Presolved:
-    """The program reduced by an incumbent; unchanged where the objective is throughput, or
-    where neither the arithmetic plan nor the restricted program gives one. `late` (the time
+    """The program reduced by an incumbent; unchanged where neither the arithmetic plan nor
+    the restricted program gives one, or where the objective is throughput (which still gets
+    an incumbent: `_throughput_incumbent`). `late` (the time
     limit was spent before the block started), or the first LP out of time: the arithmetic
     plan, completed by HiGHS, is the incumbent, the program is cut by its cost alone, and the
     bound is `_arithmetic_bound`. `cols`: `columns(data)`, where the caller has it (the period
@@ -134,10 +135,9 @@ def _presolve(
     spent: ModelSeconds,
 ) -> Presolved:
     began = time.perf_counter()
-    unchanged = Presolved(data, list(range(len(data.configs))))
-    if data.maximize_throughput:
-        return unchanged
     cols = columns(data) if cols is None else cols
+    if data.maximize_throughput:
+        return _throughput_incumbent(data, options, cols, spent)
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
@@ -196,6 +196,74 @@ def _presolve(
         bound = max(bound, relaxation.objective)
     cut = _cut(program, lambda _k, _t, bound: bound, bounds)
     return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
+
+
+SCALE_STEPS = 12
+"""Bisection steps on the largest scale of the demand whose arithmetic plan the budget affords,
+once it is bracketed within a factor of 2: within 2⁻¹² of that scale."""
+SCALE_RANGE = 2.0**40
+"""The scales the bracket looks through, from 1/SCALE_RANGE up to SCALE_RANGE (or the supported
+limit, `ProgramData.demand_scale_limit`): a budget that affords no arithmetic plan at the
+smallest (whole replicas for a trickle of every class) is left to HiGHS, which says whether it
+buys any fleet."""
+
+
+def _throughput_incumbent(
+    data: ProgramData, options: SolveOptions, cols: Columns, spent: ModelSeconds
+) -> Presolved:
+    """Throughput mode: the program as it is, with an incumbent. No bound on the scale prunes
+    configs as a cost bound does, but HiGHS on the whole program, from no plan, could end a
+    time limit with a smaller scale than arithmetic affords, or with none (fuzz instances of
+    one block over many periods: docs/benchmarks.md). The incumbent is the program restricted
+    to the arithmetic plan at the largest scale the budget affords (`_affordable`) and to the
+    configs that carry each class, and all classes together, most cheaply alone there, solved
+    from that plan: HiGHS completes it with the scale its replicas carry, and improves on it."""
+    everything = list(range(len(data.configs)))
+    affordable = _affordable(data, cols)
+    if affordable is None:
+        return Presolved(data, everything)
+    _, cheapest, alone = affordable
+    consolidating = _consolidating(cheapest[0], everything, frozenset())
+    incumbent = _restricted(data, None, options, consolidating, spent, alone.replicas)
+    return Presolved(data, everything, incumbent)
+
+
+def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest], AlonePlan] | None:
+    """The largest scale of the demand, up to the supported limit, whose arithmetic plan the
+    budget affords, with that plan (`_alone_plan`) and the cheapest configs it is made of; None
+    where it affords none. An arithmetic plan's cost never falls as the demand grows (each
+    class's replicas alone do not), so the scale is bracketed by doubling or halving from 1,
+    then bisected (SCALE_STEPS)."""
+
+    def plan_at(scale: float) -> tuple[float, list[Cheapest], AlonePlan] | None:
+        program = data.at_scale(scale)
+        cheapest = _cheapest_by_period(program, cols)
+        alone = _alone_plan(program, cheapest)
+        return None if alone is None else (scale, cheapest, alone)
+
+    limit = min(data.demand_scale_limit or SCALE_RANGE, SCALE_RANGE)
+    scale = min(1.0, limit)
+    found = plan_at(scale)
+    if not found and plan_at(1 / SCALE_RANGE) is None:
+        return None  # not even a trickle of the demand: the halving below would find nothing
+    low, high = (scale, min(2 * scale, limit)) if found else (scale / 2, scale)
+    while found and low < limit:  # double until the budget runs out or the limit is reached
+        if (bigger := plan_at(high)) is None:
+            break
+        found, low, high = bigger, high, min(2 * high, limit)
+    while not found and low >= 1 / SCALE_RANGE:  # halve until the budget affords a plan
+        found = plan_at(low)
+        if not found:
+            low, high = low / 2, low
+    if not found or low >= limit:
+        return found
+    for _ in range(SCALE_STEPS):
+        middle = (low + high) / 2
+        if bigger := plan_at(middle):
+            found, low = bigger, middle
+        else:
+            high = middle
+    return found
 
 
 def _arithmetic_only(

@@ -32,8 +32,10 @@ from fleetopt.configs import enumerate_configs
 from fleetopt.formulation.model import replica_bounds
 from fleetopt.formulation.sizing import columns, replicas_alone
 from fleetopt.instance import parse_instance
-from fleetopt.pipeline import program_data
+from fleetopt.pipeline import plan_fleet, program_data
+from fleetopt.presolve import _affordable
 from fleetopt.report.text import summary_lines
+from fleetopt.solve import SolveOptions
 from fleetopt.verify import verify
 
 GAP = 1e-4
@@ -281,6 +283,25 @@ def test_the_cheapest_fleet_at_the_scale_may_use_configs_the_throughput_plan_doe
     cheapest = solve(at_scale)
     assert cheapest.cost_per_hour == pytest.approx(7.61, abs=0.01)
     assert plan.cost_per_hour == pytest.approx(cheapest.cost_per_hour, rel=GAP)
+
+
+def test_a_time_limited_throughput_solve_keeps_the_scale_arithmetic_affords():
+    """Price tiers and four demand levels make one block of 36,000 binaries (fuzz: one class of
+    8,000-token prompts beside a chat, one GPU type, a budget of 30 $/h). HiGHS on it from no
+    plan found no fleet in 2 or 5 s (exit 1), where arithmetic alone affords 2.0 times the
+    demand. The presolve now starts it from the program restricted to that arithmetic plan's
+    configs: a plan within the budget, at no smaller a scale, whatever the limit."""
+    path = Path(__file__).parent / "data" / "budget_one_block_of_tiers.yaml"
+    instance = parse_instance(yaml.safe_load(path.read_text()))
+    resolved = resolve(instance)
+    config_set = enumerate_configs(resolved)
+    data = program_data(resolved, config_set)
+    affordable, _, _ = _affordable(data, columns(data))
+    assert affordable > 1.9
+    plan = plan_fleet(instance, SolveOptions(time_limit=2.0), (resolved, config_set))
+    assert plan.demand_scale >= affordable * (1 - 1e-9)
+    assert plan.cost_per_hour <= 30.0 * (1 + 1e-9)
+    assert not verify(plan, resolved)
 
 
 # --- command line ------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
 from fleetopt.presolve import (
+    _affordable,
     _alone_plan,
     _arithmetic_bound,
     _bound_replicas,
@@ -106,13 +107,29 @@ def test_presolve_drops_configs_and_keeps_the_incumbent():
     assert reduced.lower_bound <= reduced.incumbent.outcome.objective
 
 
-def test_throughput_objective_is_left_as_it_is():
+def test_throughput_program_is_kept_whole_and_starts_from_the_affordable_arithmetic_plan():
+    """No bound on the scale prunes configs, but the program gets an incumbent: a plan of the
+    program within the budget, at no smaller a scale than the largest one whose arithmetic
+    plan the budget affords, which the whole program's optimum reaches at least."""
+    budget = 50.0
     data = _program(
-        {**seeded_instance(0, {}), "objective": {"maximize": "throughput", "budget_per_hour": 50.0}}
+        {
+            **seeded_instance(0, {}),
+            "objective": {"maximize": "throughput", "budget_per_hour": budget},
+        }
     )
     reduced = presolve(data, EXACT)
     assert reduced.kept == list(range(len(data.configs)))
-    assert reduced.incumbent is None
+    affordable, _, _ = _affordable(data, columns(data))
+    assert _alone_plan(data.at_scale(affordable)) is not None
+    assert _alone_plan(data.at_scale(affordable * (1 + 2**-10))) is None
+    incumbent = reduced.incumbent.model
+    assert pyo.value(incumbent.alpha) >= affordable * (1 - 1e-9)
+    assert pyo.value(incumbent.cost_per_hour) <= budget * (1 + 1e-9)
+    whole = build_model(data)
+    outcome = run_highs(whole, EXACT)
+    assert outcome.status == "optimal"
+    assert pyo.value(whole.alpha) >= pyo.value(incumbent.alpha) * (1 - 1e-6)
 
 
 @pytest.mark.parametrize("limits", list(LIMITS))

@@ -69,6 +69,14 @@ class ProgramData:
             hull_orders={(local[k], t): o for (k, t), o in self.hull_orders.items() if k in local},
         )
 
+    def at_scale(self, scale: float) -> ProgramData:
+        """The program in cost mode with every class's demand times `scale`, its budget still a
+        row: what a fleet serving that scale of the demand costs at least."""
+        classes = [
+            dataclasses.replace(c, requests_per_s=c.requests_per_s * scale) for c in self.classes
+        ]
+        return dataclasses.replace(self, classes=classes, maximize_throughput=False)
+
     def with_hull_orders(self, found: dict[tuple[int, int], tuple[str, ...]]) -> ProgramData:
         """The program with these orders' hull rows too."""
         orders = dict(self.hull_orders)
