@@ -166,10 +166,16 @@ def solve(
 def validate(instance_file) -> None:
     """Check an instance file against the schema and the catalog."""
     instance = load_checked_instance(instance_file)
-    click.echo(
-        f"{instance_file}: valid ({len(instance.gpus)} GPU types, {len(instance.models)} models, "
-        f"{len(instance.workloads)} workloads)"
-    )
+    counts = [
+        _counted(len(instance.gpus), "GPU type"),
+        _counted(len(instance.models), "model"),
+        _counted(len(instance.workloads), "workload"),
+    ]
+    click.echo(f"{instance_file}: valid ({', '.join(counts)})")
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 @main.command()

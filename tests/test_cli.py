@@ -245,7 +245,7 @@ def test_validate_shipped_instance():
     result = _run("validate", str(MELANGE))
     assert result.exit_code == 0
     assert "valid" in result.stdout
-    assert "2 GPU types, 1 models, 4 workloads" in result.stdout
+    assert "2 GPU types, 1 model, 4 workloads" in result.stdout
 
 
 def test_catalog_lists_gpus_and_models():
