@@ -515,7 +515,7 @@ def solve_block(
     if incumbent is not None and _no_better(outcome, incumbent.outcome, maximize):
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
     if outcome.status == "feasible":  # stopped early: HiGHS's bound may not have passed the LP's
-        outcome = _bounded(outcome, presolved.lower_bound)
+        outcome = _bounded(outcome, presolved.bound, maximize)
     return SolvedBlock(reduced, model, outcome, presolve_seconds, presolved.spent, build, outcome)
 
 
@@ -529,11 +529,12 @@ def _incumbent_answer(
     """The presolve's incumbent as the block's answer, when the solve after it stopped (time
     limit, Ctrl-C) with no plan as cheap: `feasible`, with the best bound known."""
     incumbent = presolved.incumbent
-    bounds = [presolved.lower_bound, None if outcome is None else outcome.bound]
-    bound = max((b for b in bounds if b is not None), default=None)
+    maximize = block.data.maximize_throughput
+    bounds = [presolved.bound, None if outcome is None else outcome.bound]
+    bound = (min if maximize else max)((b for b in bounds if b is not None), default=None)
     # The restricted program's own bound and gap are not the block's.
     unbounded = dataclasses.replace(incumbent.outcome, status="feasible", bound=None, gap=None)
-    answer = _bounded(unbounded, bound)
+    answer = _bounded(unbounded, bound, maximize)
     if outcome is not None:
         answer = dataclasses.replace(
             answer,
@@ -553,9 +554,13 @@ def _incumbent_answer(
     )
 
 
-def _bounded(outcome: Outcome, bound: float | None) -> Outcome:
-    """The outcome with `bound` where it proves more than the outcome's own, and its gap."""
-    if bound is None or (outcome.bound is not None and outcome.bound >= bound):
+def _bounded(outcome: Outcome, bound: float | None, maximize: bool = False) -> Outcome:
+    """The outcome with `bound` where it proves more than the outcome's own (a higher bound on
+    a cost, a lower one on a scale where `maximize`), and its gap."""
+    if bound is None or (
+        outcome.bound is not None
+        and (outcome.bound <= bound if maximize else outcome.bound >= bound)
+    ):
         return outcome
     upper = outcome.objective
     gap = abs(upper - bound) / max(abs(upper), 1e-12)

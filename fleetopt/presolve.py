@@ -93,8 +93,9 @@ class Presolved:
     kept: list[int]
     """Index in the given program of each kept config."""
     incumbent: Incumbent | None = None
-    lower_bound: float | None = None
-    """The LP relaxation's objective: no plan is cheaper."""
+    bound: float | None = None
+    """No plan is better: the LP relaxation's objective, below every plan's cost; in throughput
+    mode a scale no plan reaches (`_scale_bound`)."""
     spent: ModelSeconds = dataclasses.field(default_factory=ModelSeconds)
 
 
@@ -166,7 +167,7 @@ def _presolve(
         start = _alone_start(alone, first.kept)
         incumbent = _restricted(program, lp, options, consolidating, spent, start)
     if incumbent is None:
-        return Presolved(program, first.kept, lower_bound=relaxation.objective)
+        return Presolved(program, first.kept, bound=relaxation.objective)
     used = {
         (incumbent.configs[i], t): round(var.value)
         for (i, t), var in incumbent.model.x.items()
@@ -222,10 +223,10 @@ def _throughput_incumbent(
     affordable = _affordable(data, cols)
     if affordable is None:
         return Presolved(data, everything)
-    _, cheapest, alone = affordable
+    scale, cheapest, alone = affordable
     consolidating = _consolidating(cheapest[0], everything, frozenset())
     incumbent = _restricted(data, None, options, consolidating, spent, alone.replicas)
-    return Presolved(data, everything, incumbent)
+    return Presolved(data, everything, incumbent, _scale_bound(data, cols, scale))
 
 
 def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest], AlonePlan] | None:
@@ -264,6 +265,36 @@ def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest]
         else:
             high = middle
     return found
+
+
+def _scale_bound(data: ProgramData, cols: Columns, affordable: float) -> float | None:
+    """A scale of the demand no fleet within the budget serves, above `affordable` (one whose
+    arithmetic plan the budget affords): one where `_arithmetic_bound`, below the cost of every
+    fleet that serves it, passes the budget. A fleet that serves a scale serves every smaller
+    one (its routes scaled down), so none serves a larger one either. Bracketed by doubling,
+    then bisected (SCALE_STEPS); the supported limit where the bound passes the budget at no
+    scale up to it, and None where it cannot say (a class no config carries)."""
+    budget = data.budget_per_hour * (1 + 1e-9)
+    limit = data.demand_scale_limit
+    top = limit or SCALE_RANGE
+    low, high = affordable, affordable
+
+    def beyond(scale: float) -> bool | None:
+        bound = _arithmetic_bound(data.at_scale(scale), cols)
+        return None if bound is None else bound > budget
+
+    while (found := beyond(high := min(2 * high, top))) is False:
+        if high >= top:
+            return limit  # the scale's own upper bound, or (no limit) nothing proved
+        low = high
+    if found is None:
+        return None
+    for _ in range(SCALE_STEPS):
+        middle = (low + high) / 2
+        if (found := beyond(middle)) is None:
+            break
+        low, high = (low, middle) if found else (middle, high)
+    return high
 
 
 def _arithmetic_only(

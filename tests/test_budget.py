@@ -33,7 +33,7 @@ from fleetopt.formulation.model import replica_bounds
 from fleetopt.formulation.sizing import columns, replicas_alone
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet, program_data
-from fleetopt.presolve import _affordable
+from fleetopt.presolve import _affordable, presolve
 from fleetopt.report.text import summary_lines
 from fleetopt.solve import SolveOptions
 from fleetopt.verify import verify
@@ -142,6 +142,23 @@ def test_several_classes_two_types_brute_force(budget):
     assert plan.status == "optimal"
     assert plan.demand_scale == pytest.approx(expected, rel=GAP)
     _check_plan(plan, data, budget)
+
+
+def _scale_bound(data: dict) -> float:
+    """The throughput presolve's bound on the scale, by arithmetic (presolve._scale_bound)."""
+    resolved = resolve(parse_instance(copy.deepcopy(data)))
+    return presolve(program_data(resolved, enumerate_configs(resolved)), SolveOptions()).bound
+
+
+@pytest.mark.parametrize("budget", [*HAND, 2.5, 6.3, 8.8])
+def test_the_presolves_bound_on_the_scale_is_never_below_the_optimum(budget):
+    """Against the brute force: one class on two types, and two classes on two types."""
+    assert _scale_bound(_one_class(budget)) >= _brute_alpha_one_class(budget) * (1 - 1e-9)
+    prices = {"a10g": 1.00, "a100-80gb": 2.50}
+    several = max(
+        max_alpha_lp(SEVERAL_RATES, SEVERAL_MU, x) for x in _fleets_within(prices, budget)
+    )
+    assert _scale_bound(_several(prices, budget)) >= several * (1 - 1e-9)
 
 
 def test_larger_budget_never_lowers_alpha_measured():

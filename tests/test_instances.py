@@ -58,7 +58,8 @@ def test_instance_validates_with_the_cli(solved):
     result = CliRunner().invoke(main, ["validate", str(path)])
     assert result.exit_code == 0, result.output
     assert "valid" in result.stdout
-    assert f"{len(instance.workloads)} workloads" in result.stdout
+    count = len(instance.workloads)
+    assert f"{count} workload{'' if count == 1 else 's'})" in result.stdout
 
 
 def test_instance_solves_and_verifies(solved):

@@ -104,13 +104,14 @@ def test_presolve_drops_configs_and_keeps_the_incumbent():
         reduced.incumbent.configs[i] for (i, _), v in reduced.incumbent.model.x.items() if v.value
     }
     assert used <= set(reduced.kept)
-    assert reduced.lower_bound <= reduced.incumbent.outcome.objective
+    assert reduced.bound <= reduced.incumbent.outcome.objective
 
 
 def test_throughput_program_is_kept_whole_and_starts_from_the_affordable_arithmetic_plan():
-    """No bound on the scale prunes configs, but the program gets an incumbent: a plan of the
+    """No bound on the scale prunes configs, but the program gets an incumbent — a plan of the
     program within the budget, at no smaller a scale than the largest one whose arithmetic
-    plan the budget affords, which the whole program's optimum reaches at least."""
+    plan the budget affords, which the whole program's optimum reaches at least — and a bound
+    by arithmetic, which it does not pass."""
     budget = 50.0
     data = _program(
         {
@@ -130,6 +131,9 @@ def test_throughput_program_is_kept_whole_and_starts_from_the_affordable_arithme
     outcome = run_highs(whole, EXACT)
     assert outcome.status == "optimal"
     assert pyo.value(whole.alpha) >= pyo.value(incumbent.alpha) * (1 - 1e-6)
+    # The bound: a scale where arithmetic prices every fleet above the budget, past the optimum.
+    assert _arithmetic_bound(data.at_scale(reduced.bound), columns(data)) > budget
+    assert reduced.bound >= pyo.value(whole.alpha) * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("limits", list(LIMITS))
@@ -199,7 +203,7 @@ def test_a_first_lp_out_of_time_leaves_the_arithmetic_plan_as_the_incumbent(monk
     monkeypatch.setattr(HeldRelaxation, "solve", lambda self, primal=False: None)
     reduced = presolve(data, EXACT)
     assert reduced.incumbent is not None
-    assert 0 < reduced.lower_bound <= reduced.incumbent.outcome.objective
+    assert 0 < reduced.bound <= reduced.incumbent.outcome.objective
     assert reduced.incumbent.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
 
 
@@ -279,4 +283,4 @@ def test_the_arithmetic_bound_is_a_bound(seed, limits):
     bound = _arithmetic_bound(data, columns(data))
     assert 0 < bound <= optimum * (1 + 1e-9)
     # It prices a relaxation of the LP's rows (the chord among them): never above the LP.
-    assert bound <= presolve(data, EXACT).lower_bound * (1 + 1e-9)
+    assert bound <= presolve(data, EXACT).bound * (1 + 1e-9)
