@@ -33,7 +33,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyomo.core as pyo
@@ -200,8 +202,8 @@ def _presolve(
 
 
 SCALE_STEPS = 12
-"""Bisection steps on the largest scale of the demand whose arithmetic plan the budget affords,
-once it is bracketed within a factor of 2: within 2⁻¹² of that scale."""
+"""Bisection steps on a scale of the demand once it is bracketed within a factor of 2 (`_edge`):
+the largest the arithmetic plan affords, the bound on the scale, each within 2⁻¹² of it."""
 SCALE_RANGE = 2.0**40
 """The scales the bracket looks through, from 1/SCALE_RANGE up to SCALE_RANGE (or the supported
 limit, `ProgramData.demand_scale_limit`): a budget that affords no arithmetic plan at the
@@ -233,8 +235,7 @@ def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest]
     """The largest scale of the demand, up to the supported limit, whose arithmetic plan the
     budget affords, with that plan (`_alone_plan`) and the cheapest configs it is made of; None
     where it affords none. An arithmetic plan's cost never falls as the demand grows (each
-    class's replicas alone do not), so the scale is bracketed by doubling or halving from 1,
-    then bisected (SCALE_STEPS)."""
+    class's replicas alone do not): from 1, halved until the budget affords it, then `_edge`."""
 
     def plan_at(scale: float) -> tuple[float, list[Cheapest], AlonePlan] | None:
         program = data.at_scale(scale)
@@ -243,58 +244,61 @@ def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest]
         return None if alone is None else (scale, cheapest, alone)
 
     limit = min(data.demand_scale_limit or SCALE_RANGE, SCALE_RANGE)
-    scale = min(1.0, limit)
-    found = plan_at(scale)
-    if not found and plan_at(1 / SCALE_RANGE) is None:
-        return None  # not even a trickle of the demand: the halving below would find nothing
-    low, high = (scale, min(2 * scale, limit)) if found else (scale / 2, scale)
-    while found and low < limit:  # double until the budget runs out or the limit is reached
-        if (bigger := plan_at(high)) is None:
-            break
-        found, low, high = bigger, high, min(2 * high, limit)
-    while not found and low >= 1 / SCALE_RANGE:  # halve until the budget affords a plan
+    low = min(1.0, limit)
+    found = plan_at(low)
+    if found is None and plan_at(1 / SCALE_RANGE) is None:
+        return None  # not even a trickle of the demand: halving would find nothing
+    while found is None and low >= 1 / SCALE_RANGE:
+        low /= 2
         found = plan_at(low)
-        if not found:
-            low, high = low / 2, low
-    if not found or low >= limit:
-        return found
-    for _ in range(SCALE_STEPS):
-        middle = (low + high) / 2
-        if bigger := plan_at(middle):
-            found, low = bigger, middle
-        else:
-            high = middle
-    return found
+    return None if found is None else _edge(plan_at, low, found, limit)[2]
 
 
 def _scale_bound(data: ProgramData, cols: Columns, affordable: float) -> float | None:
     """A scale of the demand no fleet within the budget serves, above `affordable` (one whose
     arithmetic plan the budget affords): one where `_arithmetic_bound`, below the cost of every
     fleet that serves it, passes the budget. A fleet that serves a scale serves every smaller
-    one (its routes scaled down), so none serves a larger one either. Bracketed by doubling,
-    then bisected (SCALE_STEPS); the supported limit where the bound passes the budget at no
-    scale up to it, and None where it cannot say (a class no config carries)."""
+    one (its routes scaled down), so none serves a larger one either. The supported limit where
+    the bound stays within the budget up to it; None where it cannot say (a class no config
+    carries, or no limit)."""
     budget = data.budget_per_hour * (1 + 1e-9)
-    limit = data.demand_scale_limit
-    top = limit or SCALE_RANGE
-    low, high = affordable, affordable
 
-    def beyond(scale: float) -> bool | None:
+    def within(scale: float) -> bool | None:
         bound = _arithmetic_bound(data.at_scale(scale), cols)
-        return None if bound is None else bound > budget
+        return True if bound is not None and bound <= budget else None
 
-    while (found := beyond(high := min(2 * high, top))) is False:
-        if high >= top:
-            return limit  # the scale's own upper bound, or (no limit) nothing proved
-        low = high
-    if found is None:
+    if _arithmetic_bound(data.at_scale(affordable), cols) is None:
         return None
+    limit = data.demand_scale_limit
+    _, high, _ = _edge(within, affordable, True, limit or SCALE_RANGE)
+    return None if limit is None and high >= SCALE_RANGE else high
+
+
+Found = TypeVar("Found")
+
+
+def _edge(
+    fits: Callable[[float], Found | None], low: float, found: Found, limit: float
+) -> tuple[float, float, Found]:
+    """Where `fits` stops holding above `low`, where it holds (giving `found`): the scale
+    doubled until it fails or reaches `limit`, then the bracket bisected SCALE_STEPS times.
+    The last scale that fits, the first that does not (both the limit where it fits there),
+    and what `fits` gave at the first. `fits` holds up to some scale and no further."""
+    high = low
+    while high < limit:
+        high = min(2 * high, limit)
+        if (value := fits(high)) is None:
+            break
+        found, low = value, high
+    if low >= limit:
+        return low, limit, found
     for _ in range(SCALE_STEPS):
         middle = (low + high) / 2
-        if (found := beyond(middle)) is None:
-            break
-        low, high = (low, middle) if found else (middle, high)
-    return high
+        if (value := fits(middle)) is None:
+            high = middle
+        else:
+            found, low = value, middle
+    return low, high, found
 
 
 def _arithmetic_only(
