@@ -233,15 +233,20 @@ def _throughput_incumbent(
 
 def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest], AlonePlan] | None:
     """The largest scale of the demand, up to the supported limit, whose arithmetic plan the
-    budget affords, with that plan (`_alone_plan`) and the cheapest configs it is made of; None
-    where it affords none. An arithmetic plan's cost never falls as the demand grows (each
-    class's replicas alone do not): from 1, halved until the budget affords it, then `_edge`."""
+    budget affords at its cheapest tiers (`_tiered_cost`), with that plan (`_alone_plan`) and
+    the cheapest configs it is made of; None where it affords none. An arithmetic plan's cost
+    never falls as the demand grows (each class's replicas alone do not): from 1, halved until
+    the budget affords it, then `_edge`."""
+
+    budget = data.budget_per_hour * (1 + 1e-9)
 
     def plan_at(scale: float) -> tuple[float, list[Cheapest], AlonePlan] | None:
-        program = data.at_scale(scale)
+        program = dataclasses.replace(data.at_scale(scale), budget_per_hour=None)
         cheapest = _cheapest_by_period(program, cols)
         alone = _alone_plan(program, cheapest)
-        return None if alone is None else (scale, cheapest, alone)
+        if alone is None or _tiered_cost(program, alone.replicas) > budget:
+            return None
+        return scale, cheapest, alone
 
     limit = min(data.demand_scale_limit or SCALE_RANGE, SCALE_RANGE)
     low = min(1.0, limit)
@@ -252,6 +257,34 @@ def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest]
         low /= 2
         found = plan_at(low)
     return None if found is None else _edge(plan_at, low, found, limit)[2]
+
+
+def _tiered_cost(data: ProgramData, replicas: dict[tuple[int, int], int]) -> float:
+    """$/h of a plan of these replicas, in whole nodes, each GPU type's fleet at the tiers that
+    cost least for the reserved GPUs R it keeps, the cheapest R of 0 up to its largest fleet:
+    in each period the larger of its need and R in service, as much spot beyond R as the spot
+    fraction allows, the rest on demand (more GPUs in service could allow more spot: this is a
+    plan's cost, not always the least). On demand throughout without tiers. The arithmetic plan
+    pays on demand, which with tiers undersells what a budget buys (docs/benchmarks.md)."""
+    weights = np.array([p.hours for p in data.periods]) / data.total_hours
+    need = {g.name: np.zeros(len(data.periods)) for g in data.gpus}
+    for (k, t), n in replicas.items():
+        need[data.configs[k].gpu][t] += n * data.configs[k].tp
+    tiers, total = data.tiers, 0.0
+    for market in data.gpus:
+        size = market.gpus_per_node or 1
+        fleet = np.ceil(need[market.name] / size) * size
+        if tiers is None:
+            total += market.price_per_gpu_hour * float(fleet @ weights)
+            continue
+        reserved = np.arange(int(fleet.max()) + 1, dtype=float)[:, None]
+        in_service = np.maximum(fleet, np.ceil(reserved / size) * size)
+        spot = np.minimum(np.floor(tiers.spot_max_fraction * in_service), in_service - reserved)
+        on_demand = in_service - reserved - spot
+        paid = (on_demand + tiers.spot_price_factor * spot) @ weights
+        cheapest = (tiers.reserved_price_factor * reserved[:, 0] + paid).min()
+        total += market.price_per_gpu_hour * float(cheapest)
+    return total
 
 
 def _scale_bound(data: ProgramData, cols: Columns, affordable: float) -> float | None:

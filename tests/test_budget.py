@@ -303,7 +303,7 @@ def test_the_cheapest_fleet_at_the_scale_may_use_configs_the_throughput_plan_doe
 
 
 def test_a_time_limited_throughput_solve_keeps_the_scale_arithmetic_affords():
-    """Price tiers and four demand levels make one block of 36,000 binaries (fuzz: one class of
+    """Price tiers and four demand levels make one block of 13,000 binaries (fuzz: one class of
     8,000-token prompts beside a chat, one GPU type, a budget of 30 $/h). HiGHS on it from no
     plan found no fleet in 2 or 5 s (exit 1), where arithmetic alone affords 2.0 times the
     demand. The presolve now starts it from the program restricted to that arithmetic plan's

@@ -22,6 +22,7 @@ from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
 from fleetopt.formulation.blocks import independent_blocks
+from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.model import replica_bounds
 from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
@@ -31,6 +32,7 @@ from fleetopt.presolve import (
     _alone_plan,
     _arithmetic_bound,
     _bound_replicas,
+    _tiered_cost,
     _with_broken_orders,
     presolve,
 )
@@ -136,12 +138,27 @@ def test_throughput_program_is_kept_whole_and_starts_from_the_affordable_arithme
     assert reduced.bound >= pyo.value(whole.alpha) * (1 - 1e-9)
 
 
+def test_the_arithmetic_plans_tiers_by_hand():
+    """One GPU type at 1 $/h needing 4 then 2 GPUs over two equal periods; reserved at 0.6,
+    spot at 0.35 for at most a quarter. Keeping R reserved: R = 0 pays 0.5·(3 + 0.35) + 0.5·2
+    = 2.675 (a quarter of 2 GPUs is no whole spot GPU), R = 1 2.275, R = 2 1.2 + 0.5·(1 +
+    0.35) = 1.875, R = 3 1.975, R = 4 2.4; on demand throughout 0.5·4 + 0.5·2 = 3."""
+    market = GpuMarket("a", 1.0, None, None)
+    config = dataclasses.replace(_program(seeded_instance(0, {})).configs[0], gpu="a", tp=1)
+    periods = [Period(1.0, 1.0), Period(0.5, 1.0)]
+    data = ProgramData([], [config], [market], periods=periods, tiers=Tiers(0.6, 0.35, 0.25))
+    plan = {(0, 0): 4, (0, 1): 2}
+    assert _tiered_cost(data, plan) == pytest.approx(1.875)
+    assert _tiered_cost(dataclasses.replace(data, tiers=None), plan) == pytest.approx(3.0)
+
+
 @pytest.mark.parametrize("limits", list(LIMITS))
 @pytest.mark.parametrize("seed", range(2))
 def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     """The presolve cuts by the arithmetic plan's objective and, short of time, starts HiGHS
     from its replicas: held at them (capped at the replica bounds where classes pool), the
-    program has a plan no dearer than that objective."""
+    program has a plan no dearer than that objective, nor than its cost at the tiers
+    `_tiered_cost` picks (throughput mode's test of what a budget affords)."""
     data = _program(seeded_instance(seed, LIMITS[limits]))
     alone = _alone_plan(data)
     if alone is None:  # over a cap or the budget: no arithmetic plan, nothing cut by it
@@ -153,6 +170,9 @@ def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     outcome = run_highs(model, EXACT)
     assert outcome.status == "optimal"
     assert outcome.objective <= alone.objective * (1 + 1e-9)
+    tiered = _tiered_cost(data, alone.replicas)
+    assert pyo.value(model.cost_per_hour) <= tiered * (1 + 1e-9)
+    assert tiered <= alone.objective
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])
