@@ -237,7 +237,6 @@ def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest]
     the cheapest configs it is made of; None where it affords none. An arithmetic plan's cost
     never falls as the demand grows (each class's replicas alone do not): from 1, halved until
     the budget affords it, then `_edge`."""
-
     budget = data.budget_per_hour * (1 + 1e-9)
 
     def plan_at(scale: float) -> tuple[float, list[Cheapest], AlonePlan] | None:
@@ -316,7 +315,8 @@ def _edge(
     """Where `fits` stops holding above `low`, where it holds (giving `found`): the scale
     doubled until it fails or reaches `limit`, then the bracket bisected SCALE_STEPS times.
     The last scale that fits, the first that does not (both the limit where it fits there),
-    and what `fits` gave at the first. `fits` holds up to some scale and no further."""
+    and what `fits` gave at the last that fits. `fits` holds up to some scale and no further
+    (each caller's test is monotone in the scale)."""
     high = low
     while high < limit:
         high = min(2 * high, limit)
