@@ -323,7 +323,7 @@ def block_result(
         return BlockResult(values, outcome, Stats.of(solved))
 
 
-Known = dict[frozenset[str], tuple[Block, Columns | None]]
+Known = dict[frozenset[str], tuple[Block, Columns]]
 """A block of each group of models and its columns (`sizing.columns`): its blocks over other
 periods have the same classes and configs, and a block that answers by arithmetic spent an
 eighth of its time building the columns and a twentieth sifting the configs
@@ -332,14 +332,13 @@ eighth of its time building the columns and a twentieth sifting the configs
 
 def _cut(
     known: Known, data: ProgramData, models: frozenset[str], periods: list[int]
-) -> tuple[Block, Columns | None]:
-    """The block of these models and periods, and its columns, built once per group of models
-    (none where the objective is throughput: the presolve leaves such programs as they are)."""
+) -> tuple[Block, Columns]:
+    """The block of these models and periods, and its columns, built once per group of models."""
     if models in known:
         like, cols = known[models]
         return cut_block(data, models, periods, like), cols
     block = cut_block(data, models, periods)
-    cols = None if data.maximize_throughput else columns(block.data)
+    cols = columns(block.data)
     known[models] = block, cols
     return block, cols
 
