@@ -36,7 +36,7 @@ from fleetopt.perf.operating_point import (
     with_latency_margins,
 )
 from fleetopt.perf.profiles import profile_rate
-from fleetopt.perf.queueing import NO_QUEUEING, SERVICE_CV2, PoolCurve
+from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
 from fleetopt.workers import worker_pool
@@ -83,7 +83,7 @@ def request_class(workload: Workload) -> RequestClass:
         output_shortest=workload.output.shortest,
         input_longest=workload.input.longest,
         output_longest=workload.output.longest,
-        service_cv2=max(SERVICE_CV2, spread),
+        input_moments=inputs.moments() if spread else (),
         input_cv2=spread,
         output_cv2=outputs.cv2,
         output_steps=outputs.shares(),

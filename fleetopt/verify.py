@@ -24,7 +24,7 @@ from fleetopt.perf.operating_point import (
     admitted_usage,
     chunk_extra_s,
     chunk_step_s,
-    queue_curve,
+    queue_load,
     step_quantile,
     tpot_per_step,
     walker,
@@ -194,11 +194,11 @@ def _check_pool(
     if does_prefill:
         # Against what x replicas carry with every routed class's TTFT percentile held (Erlang C
         # with pooling, perf/queueing.py).
-        curve = queue_curve(replica, op, [c.shape for c, _ in load], limits)
+        carried = queue_load(replica, op, [c.shape for c, _ in load], limits, x)
         allowed = limits.max_prefill_utilization * replica.chunk_compute_s(chunk) / tau
-        if _exceeds(busy, allowed * curve.load(x)):
+        if _exceeds(busy, allowed * carried):
             problems.append(
-                f"prefill compute {busy:.4g} s/s > {allowed * curve.load(x):.4g} that {x} "
+                f"prefill compute {busy:.4g} s/s > {allowed * carried:.4g} that {x} "
                 "replicas carry within the TTFT percentile"
             )
     seqs = context = 0.0

@@ -18,6 +18,7 @@ from fleetopt.perf.queueing import (
     max_load,
     pool_curve,
     pool_load,
+    pooled_load,
     wait_tail,
 )
 
@@ -167,3 +168,13 @@ def test_a_mixed_colocated_curve_is_conservative_and_within_one_percent(targets,
         assert curve.load(n) <= value * (1 + 1e-9), n
         if n <= MAX_EXPANSION:
             assert curve.load(n) >= value * (1 - LINEAR_WITHIN) - 1e-9, n
+
+
+@pytest.mark.parametrize(("w", "tail", "u"), CASES)
+def test_pooled_load_is_g_itself_at_or_above_the_expansion(w, tail, u):
+    """What verify holds a pool to: g(n) from Erlang C, never below the program's line."""
+    curve = pool_curve(((w, tail),), u)
+    for n in (1, 2, 3, 7, MAX_EXPANSION, 3 * MAX_EXPANSION):
+        exact = _exact(n, w, tail, u)
+        assert pooled_load(((w, tail),), n, u) == pytest.approx(exact, rel=1e-9, abs=1e-12)
+        assert curve.load(n) <= pooled_load(((w, tail),), n, u) * (1 + 1e-9)

@@ -27,6 +27,7 @@ from fleetopt.perf.queueing import (
     Waits,
     max_load_between,
     pool_curve,
+    pooled_load,
     sure_misses,
 )
 from fleetopt.perf.replica import ACTIVATION_RESERVE_GB, Replica
@@ -76,9 +77,9 @@ class RequestShape:
     output_longest: float = 0.0
     """The longest lengths stated (max where given): every replica a class is routed to must
     hold one such sequence, whatever the SLO percentile."""
-    service_cv2: float = SERVICE_CV2
-    """Squared coefficient of variation of the class's prompt lengths the prefill queue assumes
-    (Allen–Cunneen); never below SERVICE_CV2."""
+    input_moments: tuple[float, ...] = ()
+    """E[L], E[L²], E[L³], E[L⁴] of the prompt lengths (empty: every prompt at the mean), for
+    the spread of their compute (`service_cv2`)."""
     input_cv2: float = 0.0
     """Squared coefficient of variation of the prompt lengths (0: every prompt at the mean):
     the mean prompt's compute (`prompt_s`) counts the attention of their spread."""
@@ -99,6 +100,22 @@ class RequestShape:
     def prompt_s(self, replica: Replica) -> float:
         """Mean compute time of the class's prompts on the replica, attention included."""
         return replica.mean_prompt_compute_s(self.input_mean, self.input_cv2)
+
+    def service_cv2(self, replica: Replica) -> float:
+        """Squared coefficient of variation of the prompts' compute on the replica, which the
+        prefill queue takes for its service times (Allen–Cunneen); never below SERVICE_CV2.
+        Attention makes a prompt's compute c₁·L + c₂·L², so long prompts spread it more than
+        their lengths: c₂ is half the attention time of a token pair and c₁ what the compute
+        of the mean prompt leaves (the roofline's own c₁; on a measured curve, as in
+        `prompt_s`, its time at the mean with the roofline's attention for the spread)."""
+        if not self.input_moments:
+            return SERVICE_CV2
+        m1, m2, m3, m4 = self.input_moments
+        c2 = replica.attention_s_per_pair / 2
+        c1 = replica.prompt_compute_s(m1) / m1 - c2 * m1
+        mean = c1 * m1 + c2 * m2
+        second = c1**2 * m2 + 2 * c1 * c2 * m3 + c2**2 * m4
+        return max(SERVICE_CV2, second / mean**2 - 1)
 
     @property
     def walk_tokens(self) -> float:
@@ -694,11 +711,35 @@ def queue_curve(
 ) -> PoolCurve:
     """Load n replicas at this point carry with every class's TTFT percentile held
     (perf/queueing.py). The mix is unknown here, so the curve is the conservative one: the
-    longest mean service time and the most variable prompt lengths, each class held to its
+    longest mean service time and the most variable prompt compute, each class held to its
     own wait budgets and percentile (perf/queueing.py `pool_curve`)."""
+    queue = _prefill_queue(replica, op, shapes, limits)
+    if queue is None:
+        return NO_QUEUEING
+    targets, ceiling, share, longest, cv2 = queue
+    return pool_curve(targets, ceiling, max_replicas, share, longest, cv2)
+
+
+def queue_load(
+    replica: Replica, op: OperatingPoint, shapes: list[RequestShape], limits: Limits, replicas: int
+) -> float:
+    """What `queue_curve` holds `replicas` to, g(n) itself rather than its expansion
+    (perf/queueing.py `pooled_load`): verify's measure of a pool."""
+    queue = _prefill_queue(replica, op, shapes, limits)
+    if queue is None:
+        return float(replicas)
+    targets, ceiling, share, longest, cv2 = queue
+    return pooled_load(targets, replicas, ceiling, share, longest, cv2)
+
+
+def _prefill_queue(
+    replica: Replica, op: OperatingPoint, shapes: list[RequestShape], limits: Limits
+) -> tuple | None:
+    """The M/G/n queue of `queue_curve`, as `pool_curve`'s arguments less the expansion limit:
+    (targets, ceiling, chunk share, longest, cv²); None where no class has a TTFT target."""
     timed = [s for s in shapes if s.ttft_s is not None]
     if not timed:
-        return NO_QUEUEING
+        return None
     service = max(prefill_service_s(replica, op, s) for s in shapes)
     targets = []
     for s in timed:
@@ -708,8 +749,8 @@ def queue_curve(
     share = chunk_extra_s(replica, op.chunk_tokens) / op.step_s if op.role == "colocated" else 0.0
     longest = chunk_step_s(replica, op) / op.step_s
     ceiling = limits.max_prefill_utilization
-    cv2 = max(s.service_cv2 for s in shapes)  # untimed prompts hold the servers as long
-    return pool_curve(tuple(targets), ceiling, max_replicas, share, longest, cv2)
+    cv2 = max(s.service_cv2(replica) for s in shapes)  # untimed prompts hold the servers as long
+    return tuple(targets), ceiling, share, longest, cv2
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:

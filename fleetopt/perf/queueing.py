@@ -245,13 +245,34 @@ def pool_curve(
     beyond the limit too: it never overstates g (checked where computed). Once g meets the
     ceiling (g(n) = n from some n on) it is exact from there."""
     limit = max(1, min(MAX_EXPANSION, max_replicas) if max_replicas else MAX_EXPANSION)
-    kept = _strictest(tuple(dict.fromkeys(targets)))
-    pooled = _Pooled(tuple((w, t, cv2) for w, t in kept), ceiling, (chunk_share, longest))
+    pooled = _pooled(targets, ceiling, chunk_share, longest, cv2)
     if pooled.at(1) >= 1:
         return NO_QUEUEING  # one replica already reaches the ceiling
     size = next(n for n in range(1, limit + 1) if _tail_within(pooled, n, limit))
     increments = tuple(pooled.at(j) - pooled.at(j - 1) for j in range(1, size + 1))
     return PoolCurve(increments, pooled.marginal(size))
+
+
+def pooled_load(
+    targets: tuple[Target, ...],
+    replicas: int,
+    ceiling: float,
+    chunk_share: float = 0.0,
+    longest: float = math.inf,
+    cv2: float = SERVICE_CV2,
+) -> float:
+    """g(replicas) itself (`pool_curve`'s arguments), each class's f computed at that size on
+    its own: the expansion's line lies up to LINEAR_WITHIN below g, and where to stop it turns
+    on small differences in the budgets, so a re-check of a pool against the line of budgets a
+    little other than the program's could refuse it by that 1% (verify)."""
+    return _pooled(targets, ceiling, chunk_share, longest, cv2).at_limit(replicas)
+
+
+def _pooled(
+    targets: tuple[Target, ...], ceiling: float, chunk_share: float, longest: float, cv2: float
+) -> _Pooled:
+    kept = _strictest(tuple(dict.fromkeys(targets)))
+    return _Pooled(tuple((w, t, cv2) for w, t in kept), ceiling, (chunk_share, longest))
 
 
 def _strictest(targets: tuple[Target, ...]) -> tuple[Target, ...]:

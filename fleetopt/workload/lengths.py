@@ -17,6 +17,7 @@ A plain mean (no percentiles) gives every request exactly that length, as the pl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,19 +38,23 @@ class LengthSampler:
 
     @property
     def mean(self) -> float:
-        return _mean(self.quantiles, self.values, self.gamma)
+        return self.moment(1)
 
     @property
     def cv2(self) -> float:
-        """Squared coefficient of variation: a segment's length v + Δ·s^γ (s uniform) has
-        second moment v² + 2vΔ/(γ + 1) + Δ²/(2γ + 1)."""
-        q, v, g = self.quantiles, self.values, self.gamma
-        if len(v) == 1:
+        """Squared coefficient of variation."""
+        if len(self.values) == 1:
             return 0.0
-        d = np.diff(v)
-        low = v[:-1]
-        second = np.sum(np.diff(q) * (low**2 + 2 * low * d / (g + 1) + d**2 / (2 * g + 1)))
-        return float(second / self.mean**2 - 1)
+        return self.moment(2) / self.mean**2 - 1
+
+    def moment(self, order: int) -> float:
+        """E[L^order], exactly (`_moment`)."""
+        return _moment(self.quantiles, self.values, self.gamma, order)
+
+    def moments(self) -> tuple[float, float, float, float]:
+        """E[L], E[L²], E[L³], E[L⁴]: a prompt's compute is quadratic in its length, so its
+        spread needs the fourth (`RequestShape.service_cv2`)."""
+        return tuple(self.moment(order) for order in range(1, 5))
 
     def quantile(self, p):
         """Length at probability p (a number or an array, 0..1): what `sample` draws from."""
@@ -117,9 +122,17 @@ def sampler_for(dist: TokenDistribution) -> LengthSampler:
     return LengthSampler(q, v, _fit_gamma(q, v, dist.mean))
 
 
-def _mean(q: np.ndarray, v: np.ndarray, gamma: float) -> float:
-    dq = np.diff(q)
-    return float(np.sum(dq * (v[:-1] + (v[1:] - v[:-1]) / (gamma + 1))))
+def _moment(q: np.ndarray, v: np.ndarray, gamma: float, order: int) -> float:
+    """E[L^order] of the quantile function: a segment's length v + Δ·s^γ (s uniform) has
+    E[(v + Δ·s^γ)^n] = Σ_j C(n, j)·v^(n−j)·Δ^j/(jγ + 1)."""
+    if len(v) == 1:
+        return float(v[0]) ** order
+    low, rise = v[:-1], np.diff(v)
+    terms = (
+        math.comb(order, j) * low ** (order - j) * rise**j / (j * gamma + 1)
+        for j in range(order + 1)
+    )
+    return float(np.sum(np.diff(q) * sum(terms)))
 
 
 def _fit_gamma(q: np.ndarray, v: np.ndarray, mean: float) -> float:
@@ -127,7 +140,7 @@ def _fit_gamma(q: np.ndarray, v: np.ndarray, mean: float) -> float:
     lo, hi = np.log(GAMMA_RANGE[0]), np.log(GAMMA_RANGE[1])
     for _ in range(60):
         mid = (lo + hi) / 2
-        if _mean(q, v, float(np.exp(mid))) > mean:
+        if _moment(q, v, float(np.exp(mid)), 1) > mean:
             lo = mid
         else:
             hi = mid
