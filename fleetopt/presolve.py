@@ -163,6 +163,9 @@ def _presolve(
         return _arithmetic_only(first, alone, options, consolidating, cols, spent)
     program = _with_broken_orders(first.data, lp, held)
     incumbent = _restricted(program, lp, options, consolidating, spent)
+    if incumbent is None and alone is None:  # availability caps break every arithmetic plan
+        mixing = consolidating | _on_each_gpu(data, cols, first.kept)
+        incumbent = _restricted(program, lp, options, mixing, spent)
     if alone is not None and (
         incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
     ):  # out of time, or the arithmetic plan is cheaper: start from it
@@ -541,18 +544,19 @@ Cheapest = dict[tuple[str, ...], dict[str, tuple[float, int, int]]]
 carries the group alone most cheaply: (its GPUs' $/h, config index, replicas)."""
 
 
-def _cheapest_by_period(data: ProgramData, cols: Columns) -> list[Cheapest]:
+def _cheapest_by_period(data: ProgramData, cols: Columns, on: str | None = None) -> list[Cheapest]:
     """`Cheapest` in each period: the arithmetic plan is made of these configs, and the
     restricted program consolidates on them; computed once for both, every config of the block
     at once (the larger share of a block's time where the LP is skipped). Of configs that cost
-    the same, the first."""
+    the same, the first. `on`: of the configs on that GPU type only."""
     names = tuple(c.name for c in data.classes)
     groups = [names, *((n,) for n in names)]
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
     tp = np.array([config.tp for config in data.configs], dtype=np.int64)
     gpu_price = np.array([price[config.gpu] for config in data.configs])
     role = np.array([config.role for config in data.configs])
-    roles = {r: role == r for r in dict.fromkeys(role.tolist())}
+    within = np.array([on in (None, config.gpu) for config in data.configs], dtype=bool)
+    roles = {r: (role == r) & within for r in dict.fromkeys(role.tolist())}
     cheapest = []
     for period in data.periods:
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
@@ -582,6 +586,15 @@ def _consolidating(cheapest: Cheapest, kept: list[int], scaled: frozenset[int]) 
     local = {k: i for i, k in enumerate(kept)}
     found = {k for best in cheapest.values() for _, k, _ in best.values()} | scaled
     return {local[k] for k in found if k in local}
+
+
+def _on_each_gpu(data: ProgramData, cols: Columns, kept: list[int]) -> set[int]:
+    """`_consolidating`'s configs on each GPU type in turn. Where availability caps leave no
+    arithmetic plan, the configs the LP uses may round to no plan within the caps either (the
+    LP's fractions fit where whole replicas do not), and the restricted program needs configs
+    of other GPU types to take what a capped type cannot hold."""
+    picks = (_cheapest_by_period(data, cols, gpu.name)[0] for gpu in data.gpus)
+    return set().union(*(_consolidating(pick, kept, frozenset()) for pick in picks))
 
 
 def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> AlonePlan | None:

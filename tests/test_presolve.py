@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from pathlib import Path
 
 import pyomo.core as pyo
 import pytest
+import yaml
 from helpers import seeded_instance
 
 from fleetopt import pipeline
@@ -37,6 +39,7 @@ from fleetopt.presolve import (
     presolve,
 )
 from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
+from fleetopt.verify import verify
 
 EXACT = SolveOptions(mip_gap=1e-9)
 
@@ -304,3 +307,24 @@ def test_the_arithmetic_bound_is_a_bound(seed, limits):
     assert 0 < bound <= optimum * (1 + 1e-9)
     # It prices a relaxation of the LP's rows (the chord among them): never above the LP.
     assert bound <= presolve(data, EXACT).bound * (1 + 1e-9)
+
+
+def test_caps_that_break_every_arithmetic_plan_still_leave_an_incumbent():
+    """Four classes of llama-3.1-8b on four GPU types, two of them capped (fuzz seed 663, its
+    peak period): each class alone on its cheapest config breaks a cap, and the configs the LP
+    uses round to no plan within the caps, so the presolve had no incumbent and HiGHS, on the
+    whole block of 24,000 rows, none either within 20 s (exit 1). The restricted program then
+    takes the cheapest configs on every GPU type too, which mix around the caps."""
+    path = Path(__file__).parent / "data" / "caps_break_every_arithmetic_plan.yaml"
+    instance = parse_instance(yaml.safe_load(path.read_text()))
+    resolved = resolve(instance)
+    config_set = enumerate_configs(resolved)
+    data = program_data(resolved, config_set)
+    assert _alone_plan(data) is None
+    options = SolveOptions(time_limit=3.0)
+    reduced = presolve(data, options)
+    assert reduced.incumbent is not None
+    assert reduced.incumbent.outcome.objective >= reduced.bound * (1 - 1e-9)
+    plan = plan_fleet(instance, options, (resolved, config_set))
+    assert plan.cost_per_hour >= reduced.bound * (1 - 1e-9)
+    assert not verify(plan, resolved)
