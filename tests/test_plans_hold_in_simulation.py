@@ -22,15 +22,7 @@ INSTANCES = sorted((Path(__file__).resolve().parent.parent / "instances").glob("
 SIMULATED = [p for p in INSTANCES if not load_instance(p).profiles]
 
 
-LONG_CONTEXTS = Path(__file__).resolve().parent / "data" / "long_context_decode.yaml"
-"""A trace's lengths (fuzz: prompts p50 221, p99 26,065, max 80,737 tokens) on MI300X TP2 decode
-replicas whose 40 ms TPOT leaves ~3 ms of a step beside the 36 ms weight read: a long prompt's
-context lengthens every step it is in. Planned on the batch's Poisson swing alone, 8 replicas
-met both targets for 96.8% of requests; with the contexts' spread in the step's variance, 12
-replicas and 98.5% (docs/latency.md, TPOT)."""
-
-
-@pytest.mark.parametrize("path", [*SIMULATED, LONG_CONTEXTS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SIMULATED, ids=lambda p: p.stem)
 def test_plan_meets_its_targets_in_simulation(path):
     instance = load_instance(path)
     resolved = resolve(instance)

@@ -215,29 +215,3 @@ def test_the_queue_takes_the_spread_of_prompt_compute_not_of_tokens():
     narrow = TokenDistribution(mean=3000, p50=2900, p90=3500)
     assert replace(shape, input_moments=sampler_for(narrow).moments()).service_cv2(replica) == 1.0
     assert replace(shape, input_moments=()).service_cv2(replica) == 1.0
-
-
-def test_the_contexts_in_a_batch_spread_as_sampled():
-    """A sequence in the batch is drawn in proportion to its output (it stays O steps), at a
-    uniform point of its output: its context L + U·O has the variance `decode_context_variance`
-    gives from the lengths' moments (400,000 draws, lengths independent)."""
-    outputs = TokenDistribution(mean=470, min=37, p50=400, p90=825, p99=1511, max=3391)
-    rng = np.random.default_rng(3)
-    inputs_sampler, outputs_sampler = sampler_for(LONG), sampler_for(outputs)
-    shape = replace(
-        _shape(LONG, 10.0),
-        output_mean=outputs.mean,
-        output_cv2=outputs_sampler.cv2,
-        input_moments=inputs_sampler.moments(),
-        output_moments=outputs_sampler.moments(),
-    )
-    count = 400_000
-    prompt = inputs_sampler.sample(rng, count).astype(float)
-    output = outputs_sampler.sample(rng, count).astype(float)
-    context = prompt + rng.random(count) * output
-    mean = np.average(context, weights=output)
-    variance = np.average((context - mean) ** 2, weights=output)
-    assert shape.decode_context == pytest.approx(mean, rel=0.02)
-    assert shape.decode_context_variance == pytest.approx(variance, rel=0.05)
-    fixed = replace(shape, input_moments=(), output_cv2=0.0, output_moments=())
-    assert fixed.decode_context_variance == pytest.approx(outputs.mean**2 / 12)

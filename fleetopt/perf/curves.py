@@ -183,11 +183,6 @@ class CurveReplica(Replica):
         return 0.0
 
     @cached_property
-    def context_s_per_token(self) -> float:
-        """The measured step's time per context token of a sequence (`DecodePlane`)."""
-        return self.decode.per_context_token_s if self.decode else 0.0
-
-    @cached_property
     def linear_s_per_token(self) -> float:
         """What a prefill chunk token reserves of a step: the best measured time per token."""
         return self.prefill.best_s_per_token if self.prefill else 0.0

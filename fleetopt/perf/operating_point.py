@@ -80,9 +80,6 @@ class RequestShape:
     input_moments: tuple[float, ...] = ()
     """E[L], E[L²], E[L³], E[L⁴] of the prompt lengths (empty: every prompt at the mean), for
     the spread of their compute (`service_cv2`)."""
-    output_moments: tuple[float, ...] = ()
-    """E[O] … E[O⁴] of the output lengths (empty: every output at the mean), for the spread of
-    the contexts in a batch (`decode_context_variance`)."""
     input_cv2: float = 0.0
     """Squared coefficient of variation of the prompt lengths (0: every prompt at the mean):
     the mean prompt's compute (`prompt_s`) counts the attention of their spread."""
@@ -149,20 +146,6 @@ class RequestShape:
         plus the output so far, weighed by output as above: E[O·(L + O/2)]/E[O]
         = L̄ + Ō·(1 + cv²_O)/2 (the prompt plus half the output where outputs do not vary)."""
         return self.input_mean + self.output_mean * (1 + self.output_cv2) / 2
-
-    @property
-    def decode_context_variance(self) -> float:
-        """Variance of the context of a sequence in the batch, weighed by output as above: with
-        U the share of its output done, E[O·(L + U·O)²]/E[O] = E[L²] + E[L]·E[O²]/E[O] +
-        E[O³]/(3·E[O]), less `decode_context`². A long prompt lengthens every step it is in
-        (attention reads its context), so its spread widens the step's swings."""
-        l1 = self.input_mean
-        l2 = self.input_moments[1] if self.input_moments else l1**2
-        o1 = self.output_mean
-        o2 = o1**2 * (1 + self.output_cv2)
-        o3 = self.output_moments[2] if self.output_moments else o1**3
-        second = l2 + l1 * o2 / o1 + o3 / (3 * o1)
-        return max(0.0, second - self.decode_context**2)
 
 
 @dataclass(frozen=True)
@@ -682,14 +665,11 @@ def with_latency_margins(
     - Admission: each class's sequences count 1/h of a slot and of their KV, h its Erlang C
       headroom (`admission_headroom`), at the mean step the load gives (`admitted_usage`).
     - TPOT: sequences in flight fluctuate around their Little's-law mean n like a Poisson count,
-      each adding β (its step share, whose context varies from sequence to sequence), so a
-      step's batch-dependent time Σ n_c·β̄_c has variance Σ n_c·m_c, m_c = E[β²] = β̄_c² +
-      a²·Var(context) (a the step time of one context token). The step must fit τ at the class
-      percentile: Σ n_c·β̄_c + z·√(Σ n_c·m_c) ≤ S, S the step time left for the batch.
-      √v ≤ (v + v0)/(2√v0) for any v0 > 0 turns it into a linear row; with v0 = S·max β̄_c
-      (the variance of a full batch of the costliest class, its contexts alike), every β̄_c
-      grows by z·m_c/β̄_c/(2√v0) and S shrinks by z·√v0/2: the contexts' spread steepens the
-      row and leaves its constant where it was, so no class loses every config to it. This is on the row that holds the TPOT: a colocated point's
+      so a step's batch-dependent time Σ n_c·β_c has variance Σ n_c·β_c². The step must fit τ
+      at the class percentile: Σ n_c·β_c + z·√(Σ n_c·β_c²) ≤ S, S the step time left for the
+      batch. √v ≤ (v + v0)/(2√v0) for any v0 > 0 turns it into a linear row; with v0 = S·β_max
+      (the variance of a full batch of the costliest class), every β_c grows by z·β_c/(2√v0)
+      and S shrinks by z·√v0/2. This is on the row that holds the TPOT: a colocated point's
       longest step (its batch with a full chunk) where it has one, else the mean step, where a
       colocated class's β carries its prompts' compute per output token.
 
@@ -711,10 +691,6 @@ def with_latency_margins(
     for resource in [LONGEST_STEP] if LONGEST_STEP in caps else [DECODE_STEP]:
         budget = caps[resource] * op.step_s  # S: step time left for the batch
         beta = {n: usages[n][resource] / shapes[n].output_mean for n in usages}
-        spread = {}  # m/β̄: E[β²] over the mean
-        for name, mean in beta.items():
-            context = replica.context_s_per_token**2 * shapes[name].decode_context_variance
-            spread[name] = mean + context / mean if mean > 0 else 0.0
         root = math.sqrt(budget * max(beta.values()))
         if root <= 0:  # the batch takes no step time (a measured grid flat in batch size)
             continue
@@ -722,7 +698,7 @@ def with_latency_margins(
         if caps[resource] <= 0:
             return None
         for name in usages:
-            usages[name][resource] *= 1 + z * spread[name] / (2 * root)
+            usages[name][resource] *= 1 + z * beta[name] / (2 * root)
     return caps, usages
 
 
