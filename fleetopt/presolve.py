@@ -592,8 +592,10 @@ def _on_each_gpu(data: ProgramData, cols: Columns, kept: list[int]) -> set[int]:
     """`_consolidating`'s configs on each GPU type in turn. Where availability caps leave no
     arithmetic plan, the configs the LP uses may round to no plan within the caps either (the
     LP's fractions fit where whole replicas do not), and the restricted program needs configs
-    of other GPU types to take what a capped type cannot hold."""
-    picks = (_cheapest_by_period(data, cols, gpu.name)[0] for gpu in data.gpus)
+    of other GPU types to take what a capped type cannot hold. Of the first period, as
+    `_consolidating` takes them: the others' are not computed."""
+    first = dataclasses.replace(data, periods=data.periods[:1])
+    picks = (_cheapest_by_period(first, cols, gpu.name)[0] for gpu in data.gpus)
     return set().union(*(_consolidating(pick, kept, frozenset()) for pick in picks))
 
 
