@@ -403,6 +403,20 @@ def test_runs_as_a_module():
     assert "simulate" in result.stdout and "explain" in result.stdout
 
 
+def test_the_console_script_ends_with_mains_output_and_exit_code(tmp_path):
+    """`run` skips the interpreter's teardown: what the command printed still arrives whole,
+    on a pipe, and the exit code is the command's (0, and 2 for bad input)."""
+    command = [sys.executable, "-m", "fleetopt.cli"]
+    done = subprocess.run([*command, "catalog", "--format", "json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["gpus"]
+    missing = tmp_path / "missing.yaml"
+    refused = subprocess.run([*command, "solve", str(missing)], capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert refused.stdout == "" and refused.stderr.count("\n") == 1
+    assert str(missing) in refused.stderr
+
+
 @pytest.mark.parametrize("option", ["-o", "--report"])
 def test_output_into_a_missing_folder_fails_before_solving(tmp_path, option, monkeypatch):
     import fleetopt.pipeline
