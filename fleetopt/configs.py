@@ -39,7 +39,7 @@ from fleetopt.perf.profiles import profile_rate
 from fleetopt.perf.queueing import NO_QUEUEING, PoolCurve
 from fleetopt.perf.replica import Replica
 from fleetopt.perf.throughput import candidate_points
-from fleetopt.workers import worker_pool
+from fleetopt.workers import can_fork, worker_pool
 from fleetopt.workload.lengths import sampler_for, tail_bins
 
 ROLES_BY_MODE = {"colocated": ("colocated",), "disaggregated": ("prefill", "decode")}
@@ -183,13 +183,16 @@ PARALLEL_FROM = 400
 """(class, GPU type, tp, role) combinations from which enumeration may run in worker processes:
 each costs ~3–5 ms, so fewer (under ~1.5 s of work) do not repay the workers' ~0.4 s start and
 the queueing memo each fills again on its own (docs/benchmarks.md)."""
+FORKED_FROM = 16
+"""The same where the workers fork from this process (`workers.can_fork`): they start in ~12 ms,
+which a part or two of work repays (docs/benchmarks.md)."""
 
 
 def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
     """Every config of the instance, dominated ones dropped, and why each class may not use the
-    others. With `jobs` > 1 and PARALLEL_FROM combinations or more, the parts (a model on a
-    GPU type at one tp) are enumerated `jobs` at a time, one worker process each
-    (fleetopt/workers.py): the same configs in the same order either way."""
+    others. With `jobs` > 1 and FORKED_FROM (forked workers) or PARALLEL_FROM combinations or
+    more, the parts (a model on a GPU type at one tp) are enumerated `jobs` at a time, one
+    worker process each (fleetopt/workers.py): the same configs in the same order either way."""
     instance = resolved.instance
     classes = [request_class(w) for w in instance.workloads]
     parts = [
@@ -205,9 +208,12 @@ def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
         * len(instance.serving.tensor_parallel)
         * len(_roles(resolved))
     )
-    jobs = min(jobs, len(parts)) if combinations >= PARALLEL_FROM else 1
+    forked = can_fork()
+    jobs = (
+        min(jobs, len(parts)) if combinations >= (FORKED_FROM if forked else PARALLEL_FROM) else 1
+    )
     if jobs > 1:
-        pool = worker_pool(jobs)
+        pool = worker_pool(jobs, forked=forked)
         try:
             found = list(pool.map(_part_configs, repeat(resolved), *zip(*parts, strict=True)))
         finally:

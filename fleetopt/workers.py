@@ -4,7 +4,9 @@ program, sweep scenarios).
 Workers fork from a forkserver that has imported fleetopt once: a worker starts in milliseconds
 and inherits no solver threads from the caller; the forkserver itself costs ~0.4 s once per
 process (docs/benchmarks.md), which only parts that take seconds repay. What every part reads
-(the program its blocks are cut from) goes to each worker once, as it starts (`shared`).
+(the program its blocks are cut from) goes to each worker once, as it starts (`shared`). Parts
+that run no solver (configs' enumeration) can fork from the caller itself, where that is safe
+(`can_fork`): nothing to import again, so a tenth of a second of work repays it.
 """
 
 from __future__ import annotations
@@ -12,26 +14,40 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import signal
+import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 
 def worker_pool(
-    jobs: int, ctrl_c_to_parent: bool = True, shared: Any = None
+    jobs: int, ctrl_c_to_parent: bool = True, shared: Any = None, forked: bool = False
 ) -> ProcessPoolExecutor:
     """`jobs` worker processes. With `ctrl_c_to_parent` they ignore Ctrl-C and leave it to the
     caller, which stops them (shutdown with its pending parts cancelled). `shared`: what every
     part reads (`shared()` in the worker), pickled once and sent to each worker as it starts
     instead of with every part (a large program's blocks each carried their model's configs:
-    docs/benchmarks.md)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["fleetopt.pipeline"])
+    docs/benchmarks.md). `forked`: fork this process rather than the forkserver, for parts that
+    run no solver, where `can_fork`."""
+    if forked:
+        context = multiprocessing.get_context("fork")
+    else:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["fleetopt.pipeline"])
     return ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=context,
         initializer=_start,
         initargs=(ctrl_c_to_parent, pickle.dumps(shared, pickle.HIGHEST_PROTOCOL)),
     )
+
+
+def can_fork() -> bool:
+    """Whether a worker may fork from this process: on Linux (macOS's system libraries, which
+    numpy may use, are not fork-safe) and with no other thread running, which could hold a
+    lock the child would wait on forever. A solver's own threads do not count: the child runs
+    no solver."""
+    return sys.platform == "linux" and threading.active_count() == 1
 
 
 _shared: Any = None

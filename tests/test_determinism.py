@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from fleetopt import configs
@@ -75,22 +76,28 @@ def test_plan_json_is_identical_across_processes_and_hash_seeds(tmp_path):
     assert _without_timing(first) == _without_timing(second)
 
 
-def test_configs_enumerated_in_worker_processes_are_the_same(monkeypatch):
+@pytest.mark.parametrize("forked", [True, False])
+def test_configs_enumerated_in_worker_processes_are_the_same(monkeypatch, forked):
     """Configs enumerated in worker processes (`jobs` > 1; a model on one GPU type at one tp
-    each) are the same configs, coefficients and reasons, in the same order, as in this
-    process."""
+    each), forked from this process or from the forkserver, are the same configs,
+    coefficients and reasons, in the same order, as in this process."""
     data = _instance()
     data["gpus"].append({"type": "a10g"})  # a GPU type the 70B-class model cannot use at tp 1
     data["models"].append({"name": "llama-3.1-70b"})
     data["workloads"].append({**data["workloads"][0], "name": "big", "model": "llama-3.1-70b"})
     resolved = resolve(parse_instance(data))
     monkeypatch.setattr(configs, "PARALLEL_FROM", 0)  # a small instance, so it would not
+    monkeypatch.setattr(configs, "FORKED_FROM", 0)
+    monkeypatch.setattr(configs, "can_fork", lambda: forked)
     pools = []
-    monkeypatch.setattr(
-        configs, "worker_pool", lambda jobs: pools.append(jobs) or worker_pool(jobs)
-    )
+
+    def counted(jobs, forked):
+        pools.append((jobs, forked))
+        return worker_pool(jobs, forked=forked)
+
+    monkeypatch.setattr(configs, "worker_pool", counted)
     alone, workers = (enumerate_configs(resolved, jobs) for jobs in (1, 2))
-    assert pools == [2]
+    assert pools == [(2, forked)]
     assert len(alone.configs) > 50 and any(alone.rejections.values())
     assert [c.key for c in workers.configs] == [c.key for c in alone.configs]
     assert [(c.capacity, c.usage, c.queue) for c in workers.configs] == [
