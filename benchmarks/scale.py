@@ -42,7 +42,7 @@ from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import program_data, solve_program
-from fleetopt.solve import SolveOptions
+from fleetopt.solve import SolveOptions, default_jobs
 
 GPUS = ["h100-sxm", "a100-80gb", "l40s", "h200", "l4", "a10g", "a100-40gb", "h100-pcie", "b200"]
 GPUS += ["mi300x"]
@@ -162,7 +162,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=seed_list, help="A-B or A,B,…: one row per seed")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="worker processes: configs enumerated, blocks solved"
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help="worker processes: configs enumerated, blocks solved [default: one per core, as "
+        "fleetopt solve]",
     )
     parser.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
     parser.add_argument("--pricing", action="store_true", help="add reserved/spot price tiers")
