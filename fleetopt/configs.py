@@ -84,6 +84,7 @@ def request_class(workload: Workload) -> RequestClass:
         input_longest=workload.input.longest,
         output_longest=workload.output.longest,
         input_moments=inputs.moments() if spread else (),
+        output_moments=outputs.moments() if outputs.cv2 else (),
         input_cv2=spread,
         output_cv2=outputs.cv2,
         output_steps=outputs.shares(),

@@ -80,6 +80,9 @@ class RequestShape:
     input_moments: tuple[float, ...] = ()
     """E[L], E[L²], E[L³], E[L⁴] of the prompt lengths (empty: every prompt at the mean), for
     the spread of their compute (`service_cv2`)."""
+    output_moments: tuple[float, ...] = ()
+    """E[O], E[O²], E[O³], E[O⁴] of the output lengths (empty: every output at the mean), for
+    the spread of the KV cache the sequences reserve (`reservation_cv2`)."""
     input_cv2: float = 0.0
     """Squared coefficient of variation of the prompt lengths (0: every prompt at the mean):
     the mean prompt's compute (`prompt_s`) counts the attention of their spread."""
@@ -139,6 +142,20 @@ class RequestShape:
         sequence stays O steps, so the batch weighs sequences by their output (Little's law
         per length): E[O·(L + O)]/E[O] = L̄ + Ō·(1 + cv²_O), prompt and output independent."""
         return self.input_mean + self.output_mean * (1 + self.output_cv2)
+
+    @property
+    def reservation_cv2(self) -> float:
+        """Squared coefficient of variation of the KV a sequence in the batch holds, s = L + O,
+        weighed by output as `reserved_tokens` is: E[O·s²]/E[O] = E[L²] + 2·L̄·E[O²]/E[O] +
+        E[O³]/E[O] over `reserved_tokens`², less 1. The cache holds a sum of such sizes, whose
+        swings grow with their spread: one prompt of 60,000 tokens fills the room of seven of
+        8,000 (`admission_headroom`)."""
+        l1, o1 = self.input_mean, self.output_mean
+        l2 = self.input_moments[1] if self.input_moments else l1**2 * (1 + self.input_cv2)
+        o2 = o1**2 * (1 + self.output_cv2)
+        o3 = self.output_moments[2] if self.output_moments else o1**3
+        second = l2 + 2 * l1 * o2 / o1 + o3 / o1
+        return max(0.0, second / self.reserved_tokens**2 - 1)
 
     @property
     def decode_context(self) -> float:
@@ -518,8 +535,8 @@ def admission_headroom(
     known: dict | None = None,
 ) -> list[float]:
     """Each class's share of a replica's batch slots and KV cache its sequences may fill on
-    average, were it alone; in a mix each class's sequences count 1/h of a slot
-    (`admitted_usage`), between the single-class points.
+    average, were it alone; in a mix each class's sequences count 1/h of a slot and of their
+    KV (`admitted_usage`), between the single-class points.
 
     Each slot is a server and a sequence holds one for its whole decode, so admission is a
     queue of S slots (service = the output's steps); requests should not wait more than one
@@ -528,32 +545,44 @@ def admission_headroom(
     grows with the batch and the prompts, which swings the batch F times as widely
     (perf/batch_noise.py); such a queue behaves as S/F slots at 1/F of the load (the
     Halfin–Whitt scale, the same (S − n̄)/√(F·n̄)), so the headroom is F·load(S/F)/S, F the
-    class's own at the most a replica carries of it alone (`_alone`). The slots, the wait (one
-    step of the longest output) and the miss share are the strictest of the latency-bound
-    classes the replica may carry. They share one queue, first come first served, so a class
-    without latency targets beside them keeps the same headroom (its sequences would fill the
-    slots the others wait for); only a replica of such classes alone fills every slot.
+    class's own at the most a replica carries of it alone (`_alone`). The engine's batch limit
+    gives S = max_num_seqs. The KV cache gives S = the whole sequences at the mean reservation
+    it holds, but it holds a sum of reservations of different sizes, whose variance in units of
+    the mean is F + cv² of the sizes (`RequestShape.reservation_cv2`: the sizes' own spread on
+    top of the count's), so its F is that. The headroom is the lesser of the two. The slots,
+    the spread, the wait (one step of the longest output) and the miss share are the
+    strictest of the latency-bound classes the replica may carry. They share one queue, first
+    come first served, so a class without latency targets beside them keeps the same headroom
+    (its sequences would fill the slots the others wait for); only a replica of such classes
+    alone fills every slot.
 
     `known`: the headrooms found so far at this replica and point (one dict across its
     queueing levels, whose class sets differ but often share the slots, wait and miss share)."""
     timed = [s for s in shapes if latency_bound(s)]
     if not timed:
         return [1.0] * len(shapes)
-    slots = min(batch_slots(replica, s, limits) for s in timed)
-    if slots < 1:
+    if min(batch_slots(replica, s, limits) for s in timed) < 1:
         return [0.0] * len(shapes)
+    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
+    cache = (
+        min(kv_tokens // s.reserved_tokens for s in timed),
+        max(s.reservation_cv2 for s in timed),
+    )
     waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
     tail = min(s.miss_share for s in timed)
 
+    def within(slots: float, swing: float) -> float:
+        return swing * max_load_between(slots / swing, waits, tail) / slots
+
     def at(shape: RequestShape, rate: float) -> float:
         swing = batch_swing(replica, op, [(shape, rate)])
-        return swing * max_load_between(slots / swing, waits, tail) / slots
+        return min(within(limits.max_num_seqs, swing), within(cache[0], swing + cache[1]))
 
     found = {} if known is None else known
     for shape in shapes:
-        if (shape, slots, waits, tail) not in found:
-            found[shape, slots, waits, tail] = _alone(replica, op, shape, limits, at)
-    return [found[s, slots, waits, tail] for s in shapes]
+        if (shape, cache, waits, tail) not in found:
+            found[shape, cache, waits, tail] = _alone(replica, op, shape, limits, at)
+    return [found[s, cache, waits, tail] for s in shapes]
 
 
 SWING_BISECTIONS = 8
