@@ -571,12 +571,13 @@ def admission_headroom(
     waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
     tail = min(s.miss_share for s in timed)
 
-    def within(slots: float, swing: float) -> float:
-        return swing * max_load_between(slots / swing, waits, tail) / slots
-
     def at(shape: RequestShape, rate: float) -> float:
         swing = batch_swing(replica, op, [(shape, rate)])
-        return min(within(limits.max_num_seqs, swing), within(cache[0], swing + cache[1]))
+        # F·load(S/F)/S is load(m)/m at m = S/F, which never falls as m grows (load is convex
+        # through 0): the lesser headroom is the one at the fewer scaled slots
+        pairs = ((limits.max_num_seqs, swing), (cache[0], swing + cache[1]))
+        slots, spread = min(pairs, key=lambda pair: pair[0] / pair[1])
+        return spread * max_load_between(slots / spread, waits, tail) / slots
 
     found = {} if known is None else known
     for shape in shapes:
