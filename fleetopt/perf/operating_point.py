@@ -561,13 +561,11 @@ def admission_headroom(
     timed = [s for s in shapes if latency_bound(s)]
     if not timed:
         return [1.0] * len(shapes)
-    if min(batch_slots(replica, s, limits) for s in timed) < 1:
-        return [0.0] * len(shapes)
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    cache = (
-        min(kv_tokens // s.reserved_tokens for s in timed),
-        max(s.reservation_cv2 for s in timed),
-    )
+    kv_slots = min(kv_tokens // s.reserved_tokens for s in timed)  # `batch_slots`' KV side
+    if kv_slots < 1:
+        return [0.0] * len(shapes)
+    kv_spread = max(s.reservation_cv2 for s in timed)
     waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
     tail = min(s.miss_share for s in timed)
 
@@ -575,15 +573,16 @@ def admission_headroom(
         swing = batch_swing(replica, op, [(shape, rate)])
         # F·load(S/F)/S is load(m)/m at m = S/F, which never falls as m grows (load is convex
         # through 0): the lesser headroom is the one at the fewer scaled slots
-        pairs = ((limits.max_num_seqs, swing), (cache[0], swing + cache[1]))
+        pairs = ((limits.max_num_seqs, swing), (kv_slots, swing + kv_spread))
         slots, spread = min(pairs, key=lambda pair: pair[0] / pair[1])
         return spread * max_load_between(slots / spread, waits, tail) / slots
 
     found = {} if known is None else known
+    key = (kv_slots, kv_spread, waits, tail)
     for shape in shapes:
-        if (shape, cache, waits, tail) not in found:
-            found[shape, cache, waits, tail] = _alone(replica, op, shape, limits, at)
-    return [found[s, cache, waits, tail] for s in shapes]
+        if (shape, *key) not in found:
+            found[shape, *key] = _alone(replica, op, shape, limits, at)
+    return [found[s, *key] for s in shapes]
 
 
 SWING_BISECTIONS = 8
