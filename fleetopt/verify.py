@@ -24,6 +24,7 @@ from fleetopt.perf.operating_point import (
     admitted_usage,
     chunk_extra_s,
     chunk_step_s,
+    own_sequence_s,
     queue_load,
     step_quantile,
     tpot_per_step,
@@ -256,7 +257,10 @@ def _check_pool(
                 f"a step with a full chunk {full * 1e3:.2f} ms > {chunk_step * 1e3:.2f} ms"
             )
     z = step_quantile([c.shape for c, _ in load]) if does_decode else None
-    if z:  # the TPOT: a colocated point's longest step where it holds one, else the mean step
+    if (
+        z is not None
+    ):  # the TPOT: a colocated point's longest step where it holds one, else the mean
+        z = max(z, 0.0)
         rates = [(c.shape, r / x) for c, r in load]
         if pool.role == "colocated" and longest is not None:
             left = chunk_step - chunk_extra_s(replica, chunk)  # the batch beside a full chunk
@@ -287,8 +291,9 @@ def _step_at_percentile(
 ) -> list[str]:
     """A step at the TPOT percentile: with n_c = r_c·O_c·τ sequences of per-step cost β_c in
     flight on a replica (a Poisson count; with `prompts`, on a colocated replica, β_c carries
-    the class's prompt compute per output token), mean + z·σ of the batch's time must fit what
-    the fixed time and the weight read leave of `budget`."""
+    the class's prompt compute per output token), the batch's mean time plus the larger of
+    z·σ and a TPOT-bound request's own sequence must fit what the fixed time and the weight
+    read leave of `budget`."""
     comm = replica.allreduce_s_per_token
     left = budget - replica.floor_s
 
@@ -300,7 +305,10 @@ def _step_at_percentile(
 
     seqs = [(r * s.output_mean * tau, cost(s)) for s, r in rates]
     mean = sum(n * b for n, b in seqs)
-    spread = z * math.sqrt(sum(n * b * b for n, b in seqs))
+    spread = max(
+        z * math.sqrt(sum(n * b * b for n, b in seqs)),
+        own_sequence_s([(s, cost(s)) for s, _ in rates]),
+    )
     if mean + spread > left * (1 + REL_TOL):
         return [
             f"the batch at the TPOT percentile takes {(mean + spread) * 1e3:.2f} ms of the "

@@ -679,6 +679,12 @@ def step_quantile(shapes: list[RequestShape]) -> float | None:
     return NormalDist().inv_cdf(1 - min(misses)) if misses else None
 
 
+def own_sequence_s(costs: list[tuple[RequestShape, float]]) -> float:
+    """The step time a TPOT-bound request's own sequence adds to the batch it sees: the largest
+    per-sequence β among the classes with a TPOT target (`costs`: each class's shape and β)."""
+    return max((beta for shape, beta in costs if shape.tpot_s is not None), default=0.0)
+
+
 def with_latency_margins(
     replica: Replica,
     op: OperatingPoint,
@@ -701,6 +707,11 @@ def with_latency_margins(
       and S shrinks by z·√v0/2. This is on the row that holds the TPOT: a colocated point's
       longest step (its batch with a full chunk) where it has one, else the mean step, where a
       colocated class's β carries its prompts' compute per output token.
+    - The request's own sequence: a request runs every step of its life beside a batch that
+      is, on average, the mean one, so it sees the mean plus its own β. At a high percentile
+      z·√v0/2 covers that; near the median it does not (a bucket of very long prompts
+      allotted p54.5), so S shrinks by the larger of z·√v0/2 and the largest β of the
+      TPOT-bound classes (`own_sequence_s`; a row with both charges implies each one's).
 
     `known`: as for `admission_headroom`."""
     caps = dict(caps)
@@ -714,8 +725,9 @@ def with_latency_margins(
         for resource in (BATCH, KV):
             usages[name][resource] = admitted_usage(replica, op, shape, headroom, resource, limits)
     z = step_quantile(list(shapes.values()))
-    if z is None or z <= 0:
+    if z is None:
         return caps, usages
+    z = max(z, 0.0)  # below the median, the mean step
     # The TPOT is held by the longest step where the point has that row, else by the mean step
     for resource in [LONGEST_STEP] if LONGEST_STEP in caps else [DECODE_STEP]:
         budget = caps[resource] * op.step_s  # S: step time left for the batch
@@ -723,7 +735,8 @@ def with_latency_margins(
         root = math.sqrt(budget * max(beta.values()))
         if root <= 0:  # the batch takes no step time (a measured grid flat in batch size)
             continue
-        caps[resource] -= z * root / (2 * op.step_s)
+        own = own_sequence_s([(shapes[n], beta[n]) for n in usages])
+        caps[resource] -= max(z * root / 2, own) / op.step_s
         if caps[resource] <= 0:
             return None
         for name in usages:
