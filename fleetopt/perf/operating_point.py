@@ -18,12 +18,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import NamedTuple
 
 from fleetopt.perf.batch_noise import batch_variance_ratio
 from fleetopt.perf.queueing import (
     NO_QUEUEING,
     SERVICE_CV2,
     PoolCurve,
+    Target,
     Waits,
     max_load_between,
     pool_curve,
@@ -758,8 +760,9 @@ def queue_curve(
     queue = _prefill_queue(replica, op, shapes, limits)
     if queue is None:
         return NO_QUEUEING
-    targets, ceiling, share, longest, cv2 = queue
-    return pool_curve(targets, ceiling, max_replicas, share, longest, cv2)
+    return pool_curve(
+        queue.targets, queue.ceiling, max_replicas, queue.chunk_share, queue.longest, queue.cv2
+    )
 
 
 def queue_load(
@@ -770,15 +773,25 @@ def queue_load(
     queue = _prefill_queue(replica, op, shapes, limits)
     if queue is None:
         return float(replicas)
-    targets, ceiling, share, longest, cv2 = queue
-    return pooled_load(targets, replicas, ceiling, share, longest, cv2)
+    return pooled_load(
+        queue.targets, replicas, queue.ceiling, queue.chunk_share, queue.longest, queue.cv2
+    )
+
+
+class PrefillQueue(NamedTuple):
+    """The M/G/n queue of `queue_curve`: `pool_curve`'s arguments less the expansion limit."""
+
+    targets: tuple[Target, ...]
+    ceiling: float
+    chunk_share: float
+    longest: float
+    cv2: float
 
 
 def _prefill_queue(
     replica: Replica, op: OperatingPoint, shapes: list[RequestShape], limits: Limits
-) -> tuple | None:
-    """The M/G/n queue of `queue_curve`, as `pool_curve`'s arguments less the expansion limit:
-    (targets, ceiling, chunk share, longest, cv²); None where no class has a TTFT target."""
+) -> PrefillQueue | None:
+    """The queue of the point's prompts; None where no class has a TTFT target."""
     timed = [s for s in shapes if s.ttft_s is not None]
     if not timed:
         return None
@@ -792,7 +805,7 @@ def _prefill_queue(
     longest = chunk_step_s(replica, op) / op.step_s
     ceiling = limits.max_prefill_utilization
     cv2 = max(s.service_cv2(replica) for s in shapes)  # untimed prompts hold the servers as long
-    return tuple(targets), ceiling, share, longest, cv2
+    return PrefillQueue(tuple(targets), ceiling, share, longest, cv2)
 
 
 def max_rate(caps: dict[str, float], use: dict[str, float]) -> tuple[float, str]:
