@@ -257,10 +257,9 @@ def _check_pool(
                 f"a step with a full chunk {full * 1e3:.2f} ms > {chunk_step * 1e3:.2f} ms"
             )
     z = step_quantile([c.shape for c, _ in load]) if does_decode else None
-    if (
-        z is not None
-    ):  # the TPOT: a colocated point's longest step where it holds one, else the mean
-        z = max(z, 0.0)
+    # The TPOT: a colocated point's longest step where it holds one, else the mean step
+    if z is not None:
+        z = max(z, 0.0)  # below the median, the mean step and the request's own sequence
         rates = [(c.shape, r / x) for c, r in load]
         if pool.role == "colocated" and longest is not None:
             left = chunk_step - chunk_extra_s(replica, chunk)  # the batch beside a full chunk
