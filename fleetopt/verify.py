@@ -302,12 +302,10 @@ def _step_at_percentile(
             beta += (s.prompt_s(replica) + s.input_mean * comm) / s.output_mean
         return beta
 
-    seqs = [(r * s.output_mean * tau, cost(s)) for s, r in rates]
+    costs = [(s, cost(s)) for s, _ in rates]
+    seqs = [(r * s.output_mean * tau, beta) for (s, beta), (_, r) in zip(costs, rates, strict=True)]
     mean = sum(n * b for n, b in seqs)
-    spread = max(
-        z * math.sqrt(sum(n * b * b for n, b in seqs)),
-        own_sequence_s([(s, cost(s)) for s, _ in rates]),
-    )
+    spread = max(z * math.sqrt(sum(n * b * b for n, b in seqs)), own_sequence_s(costs))
     if mean + spread > left * (1 + REL_TOL):
         return [
             f"the batch at the TPOT percentile takes {(mean + spread) * 1e3:.2f} ms of the "

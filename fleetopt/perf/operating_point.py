@@ -524,9 +524,15 @@ def latency_bound(shape: RequestShape) -> bool:
 
 def batch_slots(replica: Replica, shape: RequestShape, limits: Limits) -> int:
     """The sequences a replica holds were they all of this class: the engine's batch limit, or
-    its KV cache over the KV each reserves at admission, whichever is fewer."""
+    its KV cache's (`kv_slots`), whichever is fewer."""
+    return min(limits.max_num_seqs, kv_slots(replica, shape, limits))
+
+
+def kv_slots(replica: Replica, shape: RequestShape, limits: Limits) -> int:
+    """The sequences of this class a replica's KV cache holds: its tokens over the KV each
+    reserves at admission."""
     kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    return min(limits.max_num_seqs, int(kv_tokens // shape.reserved_tokens))
+    return int(kv_tokens // shape.reserved_tokens)
 
 
 def admission_headroom(
@@ -563,9 +569,8 @@ def admission_headroom(
     timed = [s for s in shapes if latency_bound(s)]
     if not timed:
         return [1.0] * len(shapes)
-    kv_tokens = replica.kv_capacity_tokens(limits.gpu_memory_utilization)
-    kv_slots = min(kv_tokens // s.reserved_tokens for s in timed)  # `batch_slots`' KV side
-    if kv_slots < 1:
+    cache_slots = min(kv_slots(replica, s, limits) for s in timed)
+    if cache_slots < 1:
         return [0.0] * len(shapes)
     kv_spread = max(s.reservation_cv2 for s in timed)
     waits = ((1.0, 1 / max(s.output_mean for s in timed)),)
@@ -575,12 +580,12 @@ def admission_headroom(
         swing = batch_swing(replica, op, [(shape, rate)])
         # F·load(S/F)/S is load(m)/m at m = S/F, which never falls as m grows (load is convex
         # through 0): the lesser headroom is the one at the fewer scaled slots
-        pairs = ((limits.max_num_seqs, swing), (kv_slots, swing + kv_spread))
+        pairs = ((limits.max_num_seqs, swing), (cache_slots, swing + kv_spread))
         slots, spread = min(pairs, key=lambda pair: pair[0] / pair[1])
         return spread * max_load_between(slots / spread, waits, tail) / slots
 
     found = {} if known is None else known
-    key = (kv_slots, kv_spread, waits, tail)
+    key = (cache_slots, kv_spread, waits, tail)
     for shape in shapes:
         if (shape, *key) not in found:
             found[shape, *key] = _alone(replica, op, shape, limits, at)
