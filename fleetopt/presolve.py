@@ -43,7 +43,12 @@ from pyomo.common.collections import ComponentMap
 
 from fleetopt.formulation import build_model
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
-from fleetopt.formulation.model import replica_bounds, stated_bound
+from fleetopt.formulation.model import (
+    model_columns,
+    replica_bound_array,
+    replica_bounds,
+    stated_bound,
+)
 from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
 from fleetopt.formulation.sizing import (
     Columns,
@@ -54,7 +59,14 @@ from fleetopt.formulation.sizing import (
     replicas_alone,
 )
 from fleetopt.handoff import INF
-from fleetopt.solve import HeldRelaxation, Outcome, SolveOptions, run_highs, time_spent
+from fleetopt.solve import (
+    HeldRelaxation,
+    Outcome,
+    SolveOptions,
+    builds_in_time,
+    run_highs,
+    time_spent,
+)
 
 USED = 1e-7
 """Replicas above which an LP solution uses a config (the restricted program's configs)."""
@@ -140,14 +152,14 @@ def _presolve(
     began = time.perf_counter()
     cols = columns(data) if cols is None else cols
     if data.maximize_throughput:
-        return _throughput_incumbent(data, options, cols, spent)
+        return _throughput_incumbent(data, options, cols, spent, lambda: time_spent(options, began))
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
     costs = _replica_costs(data)
     first = _cut(data, lambda k, t, bound: _by_cost(costs, k, t, bound, upper), cols=cols)
     consolidating = _consolidating(cheapest[0], first.kept, scaled)
-    if late:
+    if late or not builds_in_time(model_columns(first.data, relaxed=True), options, began):
         return _arithmetic_only(first, alone, options, consolidating, cols, spent)
     built = time.perf_counter()
     lp = build_model(first.data, relaxed=True)
@@ -215,7 +227,11 @@ buys any fleet."""
 
 
 def _throughput_incumbent(
-    data: ProgramData, options: SolveOptions, cols: Columns, spent: ModelSeconds
+    data: ProgramData,
+    options: SolveOptions,
+    cols: Columns,
+    spent: ModelSeconds,
+    out_of_time: Callable[[], bool],
 ) -> Presolved:
     """Throughput mode: the program as it is, with an incumbent. No bound on the scale prunes
     configs as a cost bound does, but HiGHS on the whole program, from no plan, could end a
@@ -225,16 +241,19 @@ def _throughput_incumbent(
     configs that carry each class, and all classes together, most cheaply alone there, solved
     from that plan: HiGHS completes it with the scale its replicas carry, and improves on it."""
     everything = list(range(len(data.configs)))
-    affordable = _affordable(data, cols)
+    affordable = _affordable(data, cols, out_of_time)
     if affordable is None:
         return Presolved(data, everything)
     scale, cheapest, alone = affordable
     consolidating = _consolidating(cheapest[0], everything, frozenset())
     incumbent = _restricted(data, None, options, consolidating, spent, alone.replicas)
-    return Presolved(data, everything, incumbent, _scale_bound(data, cols, scale))
+    bound = _scale_bound(data, cols, scale, out_of_time)
+    return Presolved(data, everything, incumbent, bound)
 
 
-def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest], AlonePlan] | None:
+def _affordable(
+    data: ProgramData, cols: Columns, out_of_time: Callable[[], bool]
+) -> tuple[float, list[Cheapest], AlonePlan] | None:
     """The largest scale of the demand, up to the supported limit, whose arithmetic plan the
     budget affords at its cheapest tiers (`_tiered_cost`), with that plan (`_alone_plan`) and
     the cheapest configs it is made of; None where it affords none. An arithmetic plan's cost
@@ -258,7 +277,7 @@ def _affordable(data: ProgramData, cols: Columns) -> tuple[float, list[Cheapest]
     while found is None and low >= 1 / SCALE_RANGE:
         low /= 2
         found = plan_at(low)
-    return None if found is None else _edge(plan_at, low, found, limit)[2]
+    return None if found is None else _edge(plan_at, low, found, limit, out_of_time)[2]
 
 
 def _tiered_cost(data: ProgramData, replicas: dict[tuple[int, int], int]) -> float:
@@ -289,7 +308,9 @@ def _tiered_cost(data: ProgramData, replicas: dict[tuple[int, int], int]) -> flo
     return total
 
 
-def _scale_bound(data: ProgramData, cols: Columns, affordable: float) -> float | None:
+def _scale_bound(
+    data: ProgramData, cols: Columns, affordable: float, out_of_time: Callable[[], bool]
+) -> float | None:
     """A scale of the demand no fleet within the budget serves, above `affordable` (one whose
     arithmetic plan the budget affords): one where `_arithmetic_bound`, below the cost of every
     fleet that serves it, passes the budget. A fleet that serves a scale serves every smaller
@@ -305,23 +326,31 @@ def _scale_bound(data: ProgramData, cols: Columns, affordable: float) -> float |
     if _arithmetic_bound(data.at_scale(affordable), cols) is None:
         return None
     limit = data.demand_scale_limit
-    _, high, _ = _edge(within, affordable, True, limit or SCALE_RANGE)
-    return None if limit is None and high >= SCALE_RANGE else high
+    _, high, _ = _edge(within, affordable, True, limit or SCALE_RANGE, out_of_time)
+    return None if high is None or (limit is None and high >= SCALE_RANGE) else high
 
 
 Found = TypeVar("Found")
 
 
 def _edge(
-    fits: Callable[[float], Found | None], low: float, found: Found, limit: float
-) -> tuple[float, float, Found]:
+    fits: Callable[[float], Found | None],
+    low: float,
+    found: Found,
+    limit: float,
+    out_of_time: Callable[[], bool],
+) -> tuple[float, float | None, Found]:
     """Where `fits` stops holding above `low`, where it holds (giving `found`): the scale
     doubled until it fails or reaches `limit`, then the bracket bisected SCALE_STEPS times.
     The last scale that fits, the first that does not (both the limit where it fits there),
     and what `fits` gave at the last that fits. `fits` holds up to some scale and no further
-    (each caller's test is monotone in the scale)."""
+    (each caller's test is monotone in the scale). Once `out_of_time()`, the bracket so far:
+    with None for the first that does not where none failed yet (each test on a program of
+    every config and period, a throughput program's one block, takes up to a second)."""
     high = low
     while high < limit:
+        if out_of_time():
+            return low, None, found
         high = min(2 * high, limit)
         if (value := fits(high)) is None:
             break
@@ -329,6 +358,8 @@ def _edge(
     if low >= limit:
         return low, limit, found
     for _ in range(SCALE_STEPS):
+        if out_of_time():
+            break
         middle = (low + high) / 2
         if (value := fits(middle)) is None:
             high = middle
@@ -375,12 +406,12 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     with demand has no configs to carry it. `cols`: `columns(data)`."""
     configs = np.arange(len(data.configs))
     role = np.array([config.role for config in data.configs])
-    bounds = replica_bounds(data, cols)
+    bounds = replica_bound_array(data, cols).astype(np.int64)
     costs = _replica_costs(data)
     bound = 0.0
     for t, period in enumerate(data.periods):
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
-        most = np.array([bounds[k, t] for k in configs], dtype=np.int64)  # indices, if none
+        most = bounds[:, t]
         chord = cols.capacity.copy()
         if cols.prefill is not None:
             whole = np.maximum(most, 1)
@@ -562,15 +593,16 @@ def _cheapest_by_period(data: ProgramData, cols: Columns, on: str | None = None)
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
         by_group: Cheapest = {}
         for group in groups:
-            replicas = replicas_alone(cols, {c: rates[c] for c in group})
-            carries = cols.carries[:, [cols.classes[c] for c in group]].all(axis=1)
-            cost = replicas * tp * gpu_price
+            carriers = cols.carriers(group)
+            configs = carriers.configs
+            replicas = replicas_alone(carriers.cols, {c: rates[c] for c in group})
+            cost = replicas * tp[configs] * gpu_price[configs]
             best = by_group[group] = {}
             for name, mine in roles.items():
-                options = np.flatnonzero(carries & mine)
+                options = np.flatnonzero(mine[configs])
                 if options.size:
-                    k = int(options[np.argmin(cost[options])])
-                    best[name] = (float(cost[k]), k, int(replicas[k]))
+                    i = int(options[np.argmin(cost[options])])
+                    best[name] = (float(cost[i]), int(configs[i]), int(replicas[i]))
         cheapest.append(by_group)
     return cheapest
 

@@ -54,6 +54,23 @@ def time_left(options: SolveOptions, began: float) -> SolveOptions:
     return dataclasses.replace(options, time_limit=left)
 
 
+BUILD_SECONDS_PER_COLUMN = 6e-5
+"""Building a model in Pyomo and handing it to HiGHS, per column `model_columns` counts:
+35-85 µs for LP relaxations, 10-40 µs for programs (whose count overstates their pooling
+columns), from typical blocks to 600,000 columns (docs/benchmarks.md)."""
+
+
+def builds_in_time(columns: int, options: SolveOptions, began: float) -> bool:
+    """A model of this many columns (`formulation.model_columns`) is built and handed over
+    within what is left of the time limit since `began`, or the second a solve always gets:
+    one block of every config and period (throughput mode on the large benchmark instance)
+    took minutes to build, then ran out of memory, under a limit of 20 s."""
+    if options.time_limit is None:
+        return True
+    left = max(options.time_limit - (time.perf_counter() - began), 1.0)
+    return columns * BUILD_SECONDS_PER_COLUMN <= left
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: str  # optimal | feasible | infeasible | no_solution

@@ -313,7 +313,7 @@ def test_a_time_limited_throughput_solve_keeps_the_scale_arithmetic_affords():
     resolved = resolve(instance)
     config_set = enumerate_configs(resolved)
     data = program_data(resolved, config_set)
-    affordable, _, _ = _affordable(data, columns(data))
+    affordable, _, _ = _affordable(data, columns(data), lambda: False)
     assert affordable > 1.9
     plan = plan_fleet(instance, SolveOptions(time_limit=2.0), (resolved, config_set))
     assert plan.demand_scale >= affordable * (1 - 1e-9)

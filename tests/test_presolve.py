@@ -19,7 +19,7 @@ import pytest
 import yaml
 from helpers import seeded_instance
 
-from fleetopt import pipeline
+from fleetopt import pipeline, solve
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
@@ -34,6 +34,7 @@ from fleetopt.presolve import (
     _alone_plan,
     _arithmetic_bound,
     _bound_replicas,
+    _edge,
     _tiered_cost,
     _with_broken_orders,
     presolve,
@@ -126,7 +127,7 @@ def test_throughput_program_is_kept_whole_and_starts_from_the_affordable_arithme
     )
     reduced = presolve(data, EXACT)
     assert reduced.kept == list(range(len(data.configs)))
-    affordable, _, _ = _affordable(data, columns(data))
+    affordable, _, _ = _affordable(data, columns(data), lambda: False)
     assert _alone_plan(data.at_scale(affordable)) is not None
     assert _alone_plan(data.at_scale(affordable * (1 + 2**-10))) is None
     incumbent = reduced.incumbent.model
@@ -243,6 +244,43 @@ def test_an_lp_whose_building_spends_the_time_is_not_solved(monkeypatch):
     reduced = presolve(data, SolveOptions(time_limit=1e-9))
     assert reduced.incumbent is not None
     assert reduced.incumbent.outcome.objective <= _alone_plan(data).objective * (1 + 1e-9)
+
+
+def test_a_program_too_large_to_build_in_the_time_left_is_not_built(monkeypatch):
+    """Throughput mode on the large benchmark instance (one block of 24,151 configs × 23
+    periods) built its whole program for minutes under a limit of 20 s, then ran out of
+    memory. A program whose columns would take longer than the time left to build is not
+    built: the presolve answers by arithmetic, the block with its incumbent. Here every
+    column is priced at an hour, so that any program is too large for a limit of a minute."""
+    data = _program(seeded_instance(0, {}))
+    optimum = solve_program(data, EXACT).outcome.objective
+
+    def unbuilt(data, relaxed=False):
+        raise AssertionError("a program too large for the time left was built")
+
+    monkeypatch.setattr(solve, "BUILD_SECONDS_PER_COLUMN", 3600.0)
+    monkeypatch.setattr(pipeline, "build_model", unbuilt)
+    answer = solve_program(data, SolveOptions(time_limit=60.0)).outcome
+    assert answer.status == "feasible"
+    assert answer.bound <= optimum * (1 + 1e-9) <= answer.objective * (1 + 2e-9)
+    assert answer.objective <= _alone_plan(data).objective * (1 + 1e-9)
+
+
+def test_the_scale_search_stops_at_the_time_limit_with_what_it_found():
+    """`_edge` on a monotone test: out of time, the last scale that fits still fits, and the
+    first that does not is known only where one failed."""
+
+    def fits(scale: float) -> float | None:
+        return scale if scale <= 5.0 else None
+
+    low, high, found = _edge(fits, 1.0, 1.0, 1e6, lambda: False)
+    assert low <= 5.0 < high and high - low < 5.0 * 2**-10 and found == low
+    asked = []
+    low, high, _ = _edge(fits, 1.0, 1.0, 1e6, lambda: asked.append(1) or len(asked) > 2)
+    assert (low, high) == (4.0, None)  # 2 and 4 fit; out of time before 8 was tried
+    asked.clear()
+    low, high, _ = _edge(fits, 1.0, 1.0, 1e6, lambda: asked.append(1) or len(asked) > 5)
+    assert low <= 5.0 < high <= 8.0
 
 
 def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan():

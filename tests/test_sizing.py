@@ -75,3 +75,34 @@ def test_rates_ignore_classes_a_config_may_not_carry():
     need = replicas_alone(cols, rates)
     for k, config in enumerate(data.configs):
         assert (need[k] > 0) == (first in config.usage), config.key
+
+
+@pytest.mark.parametrize("name", ["two-model-fleet.yaml", "chat-rag-70b.yaml"])
+def test_loads_are_the_sums_over_every_class_to_the_last_bit(name):
+    """`Columns.loads` sums over the classes each config may carry: the terms it leaves out
+    are zeros, so the sums are those over every class of the block."""
+    data = _program(name)
+    cols = columns(data)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        rates = {c: float(rng.uniform(0, 50) * 10 ** rng.uniform(-4, 4)) for c in cols.classes}
+        rate = np.array([rates[c] for c in cols.classes])
+        every = (cols.usage * rate[None, :, None]).sum(axis=1)
+        assert np.array_equal(cols.loads(rates), every)
+
+
+def test_a_groups_carriers_size_as_every_config_does():
+    """The configs that carry every class of a group, sized on the group's classes alone:
+    the same replicas as sizing every config of the block on every class."""
+    data = _program("two-model-fleet.yaml")
+    cols = columns(data)
+    names = [c.name for c in data.classes]
+    for group in [tuple(names), *((n,) for n in names), tuple(names[:2])]:
+        rates = {c.name: c.requests_per_s * 1.7 for c in data.classes if c.name in group}
+        carriers = cols.carriers(group)
+        index = [cols.classes[c] for c in group]
+        expected = np.flatnonzero(cols.carries[:, index].all(axis=1))
+        assert carriers.configs.tolist() == expected.tolist()
+        every = replicas_alone(cols, rates)[carriers.configs]
+        assert replicas_alone(carriers.cols, rates).tolist() == every.tolist()
+        assert cols.carriers(group) is carriers  # kept for the periods and scales to come

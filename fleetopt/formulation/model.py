@@ -27,6 +27,7 @@ from fleetopt.formulation.limits import add_budget, add_gpu_supply
 from fleetopt.formulation.prefill import add_prefill_capacity
 from fleetopt.formulation.sizing import Columns, columns, replicas_alone
 from fleetopt.formulation.tiers import add_price_tiers, period_cost
+from fleetopt.perf.queueing import NO_QUEUEING
 
 
 def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
@@ -81,46 +82,72 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
     return m
 
 
+def model_columns(data: ProgramData, relaxed: bool = False) -> int:
+    """About how many columns `build_model` makes: x and r in every period and, unless
+    `relaxed`, each expanded pooling curve's fill and beyond (at most its increments; the GPU
+    counts and tiers, a few per GPU type, left out). Building and handing over a model takes
+    time in proportion (fleetopt.solve.builds_in_time), which a time limit weighs first: one
+    block of a throughput program holds every config in every period."""
+    count = len(data.configs) + len(data.eligible())
+    if not relaxed:
+        count += sum(
+            len(config.queue.increments) + 1
+            for config in data.configs
+            if config.queue != NO_QUEUEING and not config.queue.linear
+        )
+    return len(data.periods) * count
+
+
 def replica_bounds(data: ProgramData, cols: Columns | None = None) -> dict[tuple[int, int], int]:
-    """Replicas of config k never needed in period t: enough to carry every eligible class
-    alone (cost mode; in throughput mode at the largest demand scale, `demand_scale_limit`,
-    and no more than the budget buys or the GPU type's cap allows), or fewer where an incumbent
-    proves it (`data.replica_bounds`). Tight bounds speed up branch and bound and tighten the
-    pooling chord (docs/formulation.md §2); in throughput mode a budget's bound alone ran to
-    millions, and `pool_beyond`'s coefficient X − N times HiGHS's integrality tolerance let a
-    replica count at the tail rate with `fill` at 1e-6 (a plan verify refused). A bound an
-    incumbent proved is never above the demand's (each started from it and only fell), so the
-    demand is computed only where one is missing: the presolve builds a block's model several
-    times. `cols`: `columns(data)`, where the caller has it."""
-    keys = [(k, t) for k in range(len(data.configs)) for t in range(len(data.periods))]
-    bounds = dict(data.replica_bounds)
-    missing = [key for key in keys if key not in bounds]
+    """Replicas of config k never needed in period t (`replica_bound_array`), by (k, t)."""
+    bounds = replica_bound_array(data, cols)
+    return {
+        (k, t): int(bounds[k, t])
+        for k in range(len(data.configs))
+        for t in range(len(data.periods))
+    }
+
+
+def replica_bound_array(data: ProgramData, cols: Columns | None = None) -> np.ndarray:
+    """[k, t]: replicas of config k never needed in period t: enough to carry every eligible
+    class alone (cost mode; in throughput mode at the largest demand scale,
+    `demand_scale_limit`, and no more than the budget buys or the GPU type's cap allows), or
+    fewer where an incumbent proves it (`data.replica_bounds`). Tight bounds speed up branch and
+    bound and tighten the pooling chord (docs/formulation.md §2); in throughput mode a budget's
+    bound alone ran to millions, and `pool_beyond`'s coefficient X − N times HiGHS's integrality
+    tolerance let a replica count at the tail rate with `fill` at 1e-6 (a plan verify refused).
+    A bound an incumbent proved is never above the demand's (each started from it and only
+    fell), so the demand is computed only where one is missing: the presolve builds a block's
+    model several times, and its arithmetic reads every config in every period (as an array:
+    a throughput program is one block of every config and period). `cols`: `columns(data)`,
+    where the caller has it. Whole numbers, as floats."""
+    bounds = np.full((len(data.configs), len(data.periods)), math.inf)
+    for (k, t), bound in data.replica_bounds.items():
+        bounds[k, t] = bound
+    missing = np.isinf(bounds)
     limit = data.demand_scale_limit if data.maximize_throughput else 1.0
-    if missing and limit is not None:
+    if missing.any() and limit is not None:
         cols = columns(data) if cols is None else cols
-        need: dict[int, np.ndarray] = {}  # each period's, sized once
-        for k, t in missing:
-            if t not in need:
-                scale = data.periods[t].multiplier * limit
-                rates = {c.name: c.requests_per_s * scale for c in data.classes}
-                need[t] = replicas_alone(cols, rates)
-            bounds[k, t] = int(need[t][k])
+        for t in np.flatnonzero(missing.any(axis=0)):
+            scale = data.periods[t].multiplier * limit
+            rates = {c.name: c.requests_per_s * scale for c in data.classes}
+            unknown = missing[:, t]
+            bounds[unknown, t] = replicas_alone(cols, rates)[unknown]
     if data.maximize_throughput:
+        price = {g.name: g.price_per_gpu_hour for g in data.gpus}
         caps = {g.name: g.max_gpus for g in data.gpus if g.max_gpus is not None}
-        for k, t in missing:
-            config = data.configs[k]
-            most = min(bounds.get((k, t), math.inf), _budget_bound(data, k, t))
-            bounds[k, t] = min(most, caps.get(config.gpu, math.inf) // config.tp)
-    return {key: int(bounds[key]) for key in keys}
-
-
-def _budget_bound(data: ProgramData, k: int, t: int) -> int:
-    config = data.configs[k]
-    price = next(g.price_per_gpu_hour for g in data.gpus if g.name == config.gpu)
-    cheapest = price * min((1.0, *_factors(data)))
-    return math.floor(
-        data.budget_per_hour * data.total_hours / data.periods[t].hours / (cheapest * config.tp)
-    )
+        cheapest = min((1.0, *_factors(data)))
+        tp = np.array([config.tp for config in data.configs], dtype=float)
+        paid = np.array([price[config.gpu] * cheapest for config in data.configs]) * tp
+        capped = np.array([caps.get(config.gpu, math.inf) for config in data.configs], dtype=float)
+        cap = np.floor_divide(
+            capped, tp, out=np.full_like(capped, math.inf), where=capped < math.inf
+        )
+        hours = np.array([period.hours for period in data.periods])
+        budget = np.floor(data.budget_per_hour * data.total_hours / hours[None, :] / paid[:, None])
+        most = np.minimum(np.minimum(bounds, budget), cap[:, None])
+        bounds = np.where(missing, most, bounds)
+    return bounds
 
 
 LARGEST_STATED_BOUND = 10**5
