@@ -164,7 +164,7 @@ def _presolve(
     built = time.perf_counter()
     lp = build_model(first.data, relaxed=True)
     handed = time.perf_counter()
-    held = HeldRelaxation(lp, options)
+    held = HeldRelaxation(lp, options, began)
     spent.build += handed - built
     spent.handoff += time.perf_counter() - handed
     # Building and handing over a large LP can spend the block's time by itself: it is then
