@@ -55,21 +55,23 @@ from fleetopt.formulation.sizing import (
     cheapest_per_request,
     columns,
     pooled,
+    price_weights,
     replica_prices,
-    replicas_alone,
+    replicas_alone_each,
 )
 from fleetopt.handoff import INF
+from fleetopt.scaled_bound import scale_bound
 from fleetopt.solve import (
+    USED,
     HeldRelaxation,
     Outcome,
     SolveOptions,
     builds_in_time,
     run_highs,
+    time_left,
     time_spent,
 )
 
-USED = 1e-7
-"""Replicas above which an LP solution uses a config (the restricted program's configs)."""
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
 START_SECONDS = 1.0
@@ -152,7 +154,7 @@ def _presolve(
     began = time.perf_counter()
     cols = columns(data) if cols is None else cols
     if data.maximize_throughput:
-        return _throughput_incumbent(data, options, cols, spent, lambda: time_spent(options, began))
+        return _throughput_incumbent(data, options, cols, spent, began)
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
@@ -227,27 +229,31 @@ buys any fleet."""
 
 
 def _throughput_incumbent(
-    data: ProgramData,
-    options: SolveOptions,
-    cols: Columns,
-    spent: ModelSeconds,
-    out_of_time: Callable[[], bool],
+    data: ProgramData, options: SolveOptions, cols: Columns, spent: ModelSeconds, began: float
 ) -> Presolved:
-    """Throughput mode: the program as it is, with an incumbent. No bound on the scale prunes
-    configs as a cost bound does, but HiGHS on the whole program, from no plan, could end a
-    time limit with a smaller scale than arithmetic affords, or with none (fuzz instances of
-    one block over many periods: docs/benchmarks.md). The incumbent is the program restricted
-    to the arithmetic plan at the largest scale the budget affords (`_affordable`) and to the
-    configs that carry each class, and all classes together, most cheaply alone there, solved
-    from that plan: HiGHS completes it with the scale its replicas carry, and improves on it."""
+    """Throughput mode: the program as it is, with an incumbent and a bound on the scale. No
+    bound on the scale prunes configs as a cost bound does, but HiGHS on the whole program,
+    from no plan, could end a time limit with a smaller scale than arithmetic affords, or with
+    none (fuzz instances of one block over many periods: docs/benchmarks.md). The incumbent is
+    the program restricted to the arithmetic plan at the largest scale the budget affords
+    (`_affordable`) and to the configs that carry each class, and all classes together, most
+    cheaply alone there, solved from that plan: HiGHS completes it with the scale its replicas
+    carry, and improves on it. The bound: the scaled LP's at twice that scale
+    (`scaled_bound.scale_bound`), narrowed by arithmetic where it can (`_scale_bound`)."""
+
+    def out_of_time() -> bool:
+        return time_spent(options, began)
+
     everything = list(range(len(data.configs)))
     affordable = _affordable(data, cols, out_of_time)
     if affordable is None:
         return Presolved(data, everything)
     scale, cheapest, alone = affordable
+    high = min(2 * scale, data.demand_scale_limit or math.inf)
+    by_lp = None if out_of_time() else scale_bound(data, high, time_left(options, began))
+    bound = _scale_bound(data, cols, scale, out_of_time, by_lp)
     consolidating = _consolidating(cheapest[0], everything, frozenset())
     incumbent = _restricted(data, None, options, consolidating, spent, alone.replicas)
-    bound = _scale_bound(data, cols, scale, out_of_time)
     return Presolved(data, everything, incumbent, bound)
 
 
@@ -309,25 +315,32 @@ def _tiered_cost(data: ProgramData, replicas: dict[tuple[int, int], int]) -> flo
 
 
 def _scale_bound(
-    data: ProgramData, cols: Columns, affordable: float, out_of_time: Callable[[], bool]
+    data: ProgramData,
+    cols: Columns,
+    affordable: float,
+    out_of_time: Callable[[], bool],
+    below: float | None = None,
 ) -> float | None:
     """A scale of the demand no fleet within the budget serves, above `affordable` (one whose
     arithmetic plan the budget affords): one where `_arithmetic_bound`, below the cost of every
     fleet that serves it, passes the budget. A fleet that serves a scale serves every smaller
-    one (its routes scaled down), so none serves a larger one either. The supported limit where
-    the bound stays within the budget up to it; None where it cannot say (a class no config
-    carries, or no limit)."""
+    one (its routes scaled down), so none serves a larger one either. `below`: such a scale
+    known already (the scaled LP's), which the search starts under: that one where arithmetic
+    proves no smaller. Else the supported limit where the bound stays within the budget up to
+    it; None where it cannot say (a class no config carries, or no limit)."""
     budget = data.budget_per_hour * (1 + 1e-9)
 
-    def within(scale: float) -> bool | None:
+    def within(scale: float) -> bool | None:  # None: a fleet within the budget is ruled out
         bound = _arithmetic_bound(data.at_scale(scale), cols)
-        return True if bound is not None and bound <= budget else None
+        return True if bound is None or bound <= budget else None
 
-    if _arithmetic_bound(data.at_scale(affordable), cols) is None:
+    if below is None and _arithmetic_bound(data.at_scale(affordable), cols) is None:
         return None
-    limit = data.demand_scale_limit
+    limit = data.demand_scale_limit if below is None else below
     _, high, _ = _edge(within, affordable, True, limit or SCALE_RANGE, out_of_time)
-    return None if high is None or (limit is None and high >= SCALE_RANGE) else high
+    if high is None:
+        return below
+    return None if limit is None and high >= SCALE_RANGE else high
 
 
 Found = TypeVar("Found")
@@ -572,8 +585,19 @@ def _restricted(
 
 
 Cheapest = dict[tuple[str, ...], dict[str, tuple[float, int, int]]]
-"""For each group of classes (all of them, and each alone), for each role, the config that
-carries the group alone most cheaply: (its GPUs' $/h, config index, replicas)."""
+"""For each group of classes (all of them, each alone, and each model's where the block holds
+several: `_groups`), for each role, the config that carries the group alone most cheaply: (its
+GPUs' $/h, config index, replicas)."""
+
+
+def _groups(data: ProgramData) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """All the classes, and each model's where the block holds several models (a config serves
+    one model, so no config carries all of them): the groups one config may carry whole."""
+    names = tuple(c.name for c in data.classes)
+    by_model: dict[str, tuple[str, ...]] = {}
+    for c in data.classes:
+        by_model[c.model] = (*by_model.get(c.model, ()), c.name)
+    return names, list(by_model.values()) if len(by_model) > 1 else [names]
 
 
 def _cheapest_by_period(data: ProgramData, cols: Columns, on: str | None = None) -> list[Cheapest]:
@@ -581,22 +605,23 @@ def _cheapest_by_period(data: ProgramData, cols: Columns, on: str | None = None)
     restricted program consolidates on them; computed once for both, every config of the block
     at once (the larger share of a block's time where the LP is skipped). Of configs that cost
     the same, the first. `on`: of the configs on that GPU type only."""
-    names = tuple(c.name for c in data.classes)
-    groups = [names, *((n,) for n in names)]
+    names, models = _groups(data)
+    groups = list(dict.fromkeys([names, *((n,) for n in names), *models]))
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
     tp = np.array([config.tp for config in data.configs], dtype=np.int64)
     gpu_price = np.array([price[config.gpu] for config in data.configs])
     role = np.array([config.role for config in data.configs])
     within = np.array([on in (None, config.gpu) for config in data.configs], dtype=bool)
     roles = {r: (role == r) & within for r in dict.fromkeys(role.tolist())}
-    cheapest = []
-    for period in data.periods:
-        rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
-        by_group: Cheapest = {}
-        for group in groups:
-            carriers = cols.carriers(group)
-            configs = carriers.configs
-            replicas = replicas_alone(carriers.cols, {c: rates[c] for c in group})
+    rates = [{c.name: c.requests_per_s * p.multiplier for c in data.classes} for p in data.periods]
+    cheapest: list[Cheapest] = [{} for _ in data.periods]
+    for group in groups:
+        carriers = cols.carriers(group)
+        configs = carriers.configs
+        each = [{c: rate[c] for c in group} for rate in rates]
+        for by_group, replicas in zip(
+            cheapest, replicas_alone_each(carriers.cols, each), strict=True
+        ):
             cost = replicas * tp[configs] * gpu_price[configs]
             best = by_group[group] = {}
             for name, mine in roles.items():
@@ -604,7 +629,6 @@ def _cheapest_by_period(data: ProgramData, cols: Columns, on: str | None = None)
                 if options.size:
                     i = int(options[np.argmin(cost[options])])
                     best[name] = (float(cost[i]), int(configs[i]), int(replicas[i]))
-        cheapest.append(by_group)
     return cheapest
 
 
@@ -634,35 +658,28 @@ def _on_each_gpu(data: ProgramData, cols: Columns, kept: list[int]) -> set[int]:
 
 def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> AlonePlan | None:
     """A plan found by arithmetic alone: in every period, every class on the config that carries
-    it alone most cheaply (colocated, or a prefill and a decode config), or all classes together
-    on one such config or pair, whichever is cheaper; paid on demand, in whole nodes. None where
-    it breaks an availability cap or the budget (then it is no plan). Replicas of one config
-    that carry several classes carry their sum: pooling only helps (g is superadditive).
-    `cheapest`: `_cheapest_by_period`, where the caller has it."""
+    it alone most cheaply (colocated, or a prefill and a decode config), or each model's classes
+    together on one such config or pair, or each model the cheaper of the two (`_partitions`),
+    whichever is cheapest; paid on demand, in whole nodes. None where it breaks an availability
+    cap or the budget (then it is no plan). Replicas of one config that carry several classes
+    carry their sum: pooling only helps (g is superadditive). `cheapest`:
+    `_cheapest_by_period`, where the caller has it."""
     if cheapest is None:
         cheapest = _cheapest_by_period(data, columns(data))
-    names = tuple(c.name for c in data.classes)
+    models = _groups(data)[1]
     markets = {g.name: g for g in data.gpus}
     objective = 0.0
     replicas: dict[tuple[int, int], int] = {}
     for t, period in enumerate(data.periods):
-        by_group = cheapest[t]
+        pick = {group: _cheapest_option(alone) for group, alone in cheapest[t].items()}
         best = None
-        for groups in ([names], [(n,) for n in names]):
+        for groups in _partitions(models, pick):
+            if any(pick[group] is None for group in groups):
+                continue
             plan: dict[int, int] = {}
             for group in groups:
-                alone = by_group[group]
-                pair = [alone[r] for r in ("prefill", "decode") if r in alone]
-                options = ([[alone["colocated"]]] if "colocated" in alone else []) + (
-                    [pair] if len(pair) == 2 else []
-                )
-                if not options:
-                    plan = None
-                    break
-                for _, k, n in min(options, key=lambda o: sum(p[0] for p in o)):
+                for _, k, n in pick[group]:
                     plan[k] = plan.get(k, 0) + n
-            if plan is None:
-                continue
             gpus: dict[str, int] = {}
             for k, n in plan.items():
                 gpus[data.configs[k].gpu] = (
@@ -689,25 +706,49 @@ def _alone_plan(data: ProgramData, cheapest: list[Cheapest] | None = None) -> Al
     return AlonePlan(objective, replicas)
 
 
-def _replica_costs(data: ProgramData, summed: bool = False) -> np.ndarray:
-    """[k, t]: the least a replica of config k in period t adds to the objective: its GPUs'
-    price times their weight in the hour-weighted mean (reserved GPUs are paid over every hour,
-    spot at its factor). Once per program, as an array: the cuts and the arithmetic bound
-    weigh every config in every period.
+Option = list[tuple[float, int, int]]
+"""A group's replicas in `_alone_plan`: one colocated config's, or a prefill and a decode
+config's (each as in `Cheapest`)."""
 
-    `summed`: weights whose sum over periods bounds a fleet's cost. A reserved GPU is paid once
-    for every period it serves, so the weights of one GPU's periods may not add up past the
-    reserved factor ρ_r: by LP duality on R + on-demand_t + spot_t ≥ n_t, Σ_t y_t·n_t bounds
-    the cost of n where Σ_t y_t ≤ ρ_r and y_t ≤ w_t·min(1, σ_s), so y_t = w_t·min(1, ρ_r, σ_s).
-    (Each period's own least weight, summed, passed the cost of a reserved fleet: 15.4 against
-    10.8 $/h on an instance of four flat hours at ρ_r = 0.3, σ_s = 0.9.)"""
-    total, tiers = data.total_hours, data.tiers
-    weights = []
-    for period in data.periods:
-        weight = period.hours / total
-        if tiers is not None and summed:
-            weight *= min(1.0, tiers.reserved_price_factor, tiers.spot_price_factor)
-        elif tiers is not None:
-            weight = min(weight, tiers.reserved_price_factor, tiers.spot_price_factor * weight)
-        weights.append(weight)
-    return replica_prices(data).reshape(-1, 1) * np.array(weights)
+
+def _cheapest_option(alone: dict[str, tuple[float, int, int]]) -> Option | None:
+    """The group on its cheapest colocated config, or its cheapest prefill plus decode configs,
+    whichever costs less; None where neither carries it."""
+    pair = [alone[r] for r in ("prefill", "decode") if r in alone]
+    options = ([[alone["colocated"]]] if "colocated" in alone else []) + (
+        [pair] if len(pair) == 2 else []
+    )
+    return min(options, key=lambda o: sum(p[0] for p in o), default=None)
+
+
+def _partitions(
+    models: list[tuple[str, ...]], pick: dict[tuple[str, ...], Option | None]
+) -> list[list[tuple[str, ...]]]:
+    """The ways `_alone_plan` weighs of splitting the classes into groups, each on its cheapest
+    option: each model's classes together (alone where no config carries them all), every
+    class alone, and each model the cheaper of the two before whole nodes. Classes of one model
+    share a config's pool; on a block of several models (throughput mode keeps them all in one)
+    all classes together is no option, and each alone was the only plan: 0.72 against 0.85 of
+    the demand for the same budget on the large benchmark instance (docs/benchmarks.md)."""
+
+    def alone(model: tuple[str, ...]) -> list[tuple[str, ...]]:
+        return [(name,) for name in model]
+
+    def together(model: tuple[str, ...]) -> list[tuple[str, ...]]:
+        return [model] if pick[model] is not None else alone(model)
+
+    def cheaper(model: tuple[str, ...]) -> list[tuple[str, ...]]:
+        ways = [w for w in (together(model), alone(model)) if all(pick[g] for g in w)]
+        return min(ways, key=lambda w: sum(p[0] for g in w for p in pick[g]), default=alone(model))
+
+    return [
+        [group for model in models for group in way(model)] for way in (together, alone, cheaper)
+    ]
+
+
+def _replica_costs(data: ProgramData, summed: bool = False) -> np.ndarray:
+    """[k, t]: the least a replica of config k in period t adds to the objective, its GPUs'
+    price at `price_weights` (`summed`: weights that bound a fleet's cost summed over periods).
+    Once per program, as an array: the cuts and the arithmetic bound weigh every config in
+    every period."""
+    return replica_prices(data).reshape(-1, 1) * price_weights(data, summed)

@@ -27,13 +27,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetopt.formulation.blocks import cut_block
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
 from fleetopt.formulation.prefill import chord_coefficient
-from fleetopt.formulation.sizing import Columns, replica_prices, replicas_alone
+from fleetopt.formulation.sizing import (
+    Columns,
+    columns,
+    price_weights,
+    replica_prices,
+    replicas_alone,
+)
 from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.queueing import NO_QUEUEING
-from fleetopt.presolve import USED
-from fleetopt.solve import MatrixLp, SolveOptions
+from fleetopt.solve import USED, MatrixLp, SolveOptions
 
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
 """A sparse matrix's (row, column, value) triplets."""
@@ -71,10 +77,14 @@ class ScaledLp:
         return [level for level in self.levels if level.multiplier >= multiplier][-1]
 
 
-def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> ScaledLp | None:
+def scaled_lp(
+    data: ProgramData, cols: Columns, options: SolveOptions, tie_break: bool = True
+) -> ScaledLp | None:
     """The LP for every period of `data` (a group's block) at multiplier 1, its chords drawn
     at each level in turn (`level_multipliers`), re-solved from the last basis; the levels
-    solved before the time limit, or None where not even the busiest is.
+    solved before the time limit, or None where not even the busiest is. Priced as the cost
+    objective, GPU_COUNT_TIE_BREAK included, or without it (`tie_break`): the cost a budget
+    holds.
 
     Columns: x[k] for every config, then r[c,k] for every pair that may carry (`carries`).
     Rows: coverage (prefill then decode, one per class, = λ_c), then one per (k, ρ) that a
@@ -97,7 +107,9 @@ def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> Scaled
     entries = tuple(np.concatenate(pair) for pair in zip(covering, limiting, strict=True))
     tp = np.array([config.tp for config in data.configs], dtype=float)
     cost = np.zeros(count + len(routes))
-    cost[:count] = replica_prices(data) + GPU_COUNT_TIE_BREAK * (tp + 1.0)
+    cost[:count] = replica_prices(data)
+    if tie_break:
+        cost[:count] += GPU_COUNT_TIE_BREAK * (tp + 1.0)
     demand = np.tile(rates, 2)  # the prefill rows, then the decode rows
     rows = int((row >= 0).sum())
     if len(pooled):
@@ -120,6 +132,39 @@ def scaled_lp(data: ProgramData, cols: Columns, options: SolveOptions) -> Scaled
         used = frozenset(np.flatnonzero(values[:count] > USED).tolist())
         levels.append(Level(multiplier, objective, used))
     return ScaledLp(tuple(levels)) if levels else None
+
+
+def scale_bound(data: ProgramData, high: float, options: SolveOptions) -> float | None:
+    """Throughput mode: a scale of the demand below `high` that no fleet within the budget
+    serves, by the scaled LP of each model at `high` times the demand; None where it proves
+    none below `high` or is not solved in time.
+
+    Within the LP's reach a fleet that serves scale α ≤ high at least cost has, on each config,
+    no more replicas than carry all its eligible demand at `high` alone (fewer carry its
+    routes), so each model's scaled LP at `high`·λ bounds it: a period of multiplier m costs at
+    least (α/high)·m·V₁ at its level. Its GPUs are priced on demand and weighed by
+    `price_weights` summed over periods, so cost(α) ≥ (α/high)·Σ_t y_t·m_t·V₁(t) — linear in α,
+    and past the budget above high·B / Σ_t y_t·m_t·V₁(t). Models apart: one LP of all six
+    models of the large benchmark instance took 27 s to solve, the six alone 7 s in all."""
+    program = data.at_scale(high)
+    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
+    multipliers = [period.multiplier for period in program.periods]
+    periods = list(range(len(multipliers)))
+    per_period = np.zeros(len(multipliers))
+    for model in dict.fromkeys(c.model for c in program.classes):
+        block = cut_block(program, frozenset({model}), periods).data
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return None
+        lp = scaled_lp(
+            block, columns(block), dataclasses.replace(options, time_limit=left), tie_break=False
+        )
+        if lp is None:
+            return None
+        per_period += [m * lp.at(m).per_multiplier for m in multipliers]
+    at_high = float(price_weights(program, summed=True) @ per_period)
+    budget = data.budget_per_hour
+    return high * budget / at_high if at_high > budget else None
 
 
 def level_multipliers(multipliers: list[float]) -> list[float]:

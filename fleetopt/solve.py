@@ -54,6 +54,10 @@ def time_left(options: SolveOptions, began: float) -> SolveOptions:
     return dataclasses.replace(options, time_limit=left)
 
 
+USED = 1e-7
+"""Replicas above which an LP solution uses a config (the presolve's restricted program, the
+scaled LP's consolidating configs)."""
+
 BUILD_SECONDS_PER_COLUMN = 6e-5
 """Building a model in Pyomo and handing it to HiGHS, per column `model_columns` counts:
 35-85 µs for LP relaxations, 10-40 µs for programs (whose count overstates their pooling

@@ -58,7 +58,8 @@ def analytic_instance(
 def seeded_instance(seed: int, limits: dict, classes: int = 2) -> dict:
     """Seeded classes of llama-3.1-8b on an l40s and an h100-sxm, queueing, both serving modes,
     tp 1 and 2, with the limits asked for: `nodes` (whole h100 nodes of 8), `cap` (at most
-    `cap` l40s GPUs), and `objective`, `pricing` or `demand_profile` as given."""
+    `cap` l40s GPUs), `second_model` (every other class served by that model instead), and
+    `objective`, `pricing` or `demand_profile` as given."""
     rng = random.Random(seed)
     gpus = [{"type": "l40s"}, {"type": "h100-sxm"}]
     if limits.get("nodes"):
@@ -76,10 +77,15 @@ def seeded_instance(seed: int, limits: dict, classes: int = 2) -> dict:
         }
         for i in range(classes)
     ]
+    models = [{"name": "llama-3.1-8b"}]
+    if limits.get("second_model"):
+        models.append({"name": limits["second_model"]})
+        for workload in workloads[1::2]:
+            workload["model"] = limits["second_model"]
     data = {
         "name": f"seeded-{seed}",
         "gpus": gpus,
-        "models": [{"name": "llama-3.1-8b"}],
+        "models": models,
         "workloads": workloads,
         "serving": {"modes": ["colocated", "disaggregated"], "tensor_parallel": [1, 2]},
     }

@@ -34,6 +34,8 @@ from fleetopt.presolve import (
     _alone_plan,
     _arithmetic_bound,
     _bound_replicas,
+    _cheapest_by_period,
+    _cheapest_option,
     _edge,
     _tiered_cost,
     _with_broken_orders,
@@ -156,14 +158,20 @@ def test_the_arithmetic_plans_tiers_by_hand():
     assert _tiered_cost(dataclasses.replace(data, tiers=None), plan) == pytest.approx(3.0)
 
 
-@pytest.mark.parametrize("limits", list(LIMITS))
+TWO_MODELS = {"second_model": "mistral-7b"}
+"""Half the classes served by a second model: a throughput program keeps both in one block."""
+
+
+@pytest.mark.parametrize("limits", [*LIMITS, "two models in one block"])
 @pytest.mark.parametrize("seed", range(2))
 def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     """The presolve cuts by the arithmetic plan's objective and, short of time, starts HiGHS
     from its replicas: held at them (capped at the replica bounds where classes pool), the
     program has a plan no dearer than that objective, nor than its cost at the tiers
     `_tiered_cost` picks (throughput mode's test of what a budget affords)."""
-    data = _program(seeded_instance(seed, LIMITS[limits]))
+    data = _program(seeded_instance(seed, LIMITS.get(limits, TWO_MODELS), classes=4))
+    if limits not in LIMITS:  # one block of both models, as in throughput mode
+        data = dataclasses.replace(data, budget_per_hour=1e9)
     alone = _alone_plan(data)
     if alone is None:  # over a cap or the budget: no arithmetic plan, nothing cut by it
         assert limits in ("cap", "budget")
@@ -177,6 +185,29 @@ def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     tiered = _tiered_cost(data, alone.replicas)
     assert pyo.value(model.cost_per_hour) <= tiered * (1 + 1e-9)
     assert tiered <= alone.objective
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_each_models_classes_share_a_config_where_a_block_holds_several_models(seed):
+    """No config carries the classes of two models, so where a block holds both (throughput
+    mode, a budget) the arithmetic plan's way of pooling all classes on one config or pair
+    is none; each model's classes together is, model by model (1.3 and 1.7 $/h less than
+    every class alone on these seeds)."""
+    data = _program(seeded_instance(seed, TWO_MODELS, classes=4))
+    program = dataclasses.replace(data, budget_per_hour=1e9)  # one block, over no budget
+    cheapest = _cheapest_by_period(program, columns(program))
+    pick = {group: _cheapest_option(alone) for group, alone in cheapest[0].items()}
+
+    def priced(groups: list[tuple[str, ...]]) -> float:
+        return sum(cost for group in groups for cost, _, _ in pick[group])
+
+    models = [
+        tuple(c.name for c in data.classes if c.model == m) for m in ("llama-3.1-8b", "mistral-7b")
+    ]
+    by_model = sum(min(priced([model]), priced([(n,) for n in model])) for model in models)
+    assert by_model < priced([(c.name,) for c in data.classes])
+    tie_breaks = 0.01  # GPU_COUNT_TIE_BREAK on each of fewer than 100 GPUs and replicas
+    assert by_model <= _alone_plan(program, cheapest).objective <= by_model + tie_breaks
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])

@@ -11,7 +11,13 @@ import pytest
 
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
-from fleetopt.formulation.sizing import ROUNDING, columns, pooled, replicas_alone
+from fleetopt.formulation.sizing import (
+    ROUNDING,
+    columns,
+    pooled,
+    replicas_alone,
+    replicas_alone_each,
+)
 from fleetopt.instance import load_instance
 from fleetopt.perf.operating_point import PREFILL
 from fleetopt.pipeline import program_data
@@ -40,14 +46,19 @@ def _carries(config, rates: dict[str, float], replicas: int) -> bool:
 
 @pytest.mark.parametrize("name", ["chat-rag-70b.yaml", "two-model-fleet.yaml"])
 def test_replicas_alone_are_the_fewest_that_carry_the_rates(name):
+    """At each of several rates in one search (`replicas_alone_each`) as at each alone."""
     data = _program(name)
     cols = columns(data)
     names = [c.name for c in data.classes]
     checked = 0
     for group in [names, *([n] for n in names)]:
-        for scale in (0.01, 1.0, 7.0, 3000.0):  # a trickle, the stated demand, far more
-            rates = {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
-            need = replicas_alone(cols, rates)
+        scales = (0.01, 1.0, 7.0, 3000.0)  # a trickle, the stated demand, far more
+        each = [
+            {c.name: c.requests_per_s * scale for c in data.classes if c.name in group}
+            for scale in scales
+        ]
+        for rates, need in zip(each, replicas_alone_each(cols, each), strict=True):
+            assert need.tolist() == replicas_alone(cols, rates).tolist()
             for k, config in enumerate(data.configs):
                 n = int(need[k])
                 assert _carries(config, rates, n), config.key

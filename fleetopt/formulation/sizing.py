@@ -165,19 +165,27 @@ def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
     """For each config, the fewest replicas that carry these requests/s of the classes it may
     carry, on every resource, the prefill pooled (n replicas carry g(n) ≤ n replicas' worth:
     the least n from ⌈load/cap⌉ up that the pooling curve says suffices)."""
-    loads = cols.loads(rates)
+    return replicas_alone_each(cols, [rates])[0]
+
+
+def replicas_alone_each(cols: Columns, rates: list[dict[str, float]]) -> np.ndarray:
+    """[t, k]: `replicas_alone` at each of these requests/s (a block's periods), in one search
+    over them all: each step is the same numbers as one rate's alone, for the periods of a
+    throughput program at once (the large benchmark instance's arithmetic plan at a scale
+    sized 37 groups in 23 periods one call each: docs/benchmarks.md)."""
+    loads = np.stack([cols.loads(each) for each in rates])
     need = np.ceil(loads / cols.capacity - ROUNDING).astype(np.int64)
     if cols.prefill is None:
-        return need.max(axis=1, initial=0)
+        return need.max(axis=2, initial=0)
     p = cols.prefill
-    k = np.flatnonzero(np.isfinite(cols.capacity[:, p]) & (loads[:, p] > 0))
-    target, cap = loads[k, p] * (1 - ROUNDING), cols.capacity[k, p]
-    need[k, p] = np.maximum(need[k, p], _on_the_tail(cols, k, target / cap))
+    t, k = np.nonzero(np.isfinite(cols.capacity[:, p]) & (loads[:, :, p] > 0))
+    target, cap = loads[t, k, p] * (1 - ROUNDING), cols.capacity[k, p]
+    need[t, k, p] = np.maximum(need[t, k, p], _on_the_tail(cols, k, target / cap))
     while k.size:  # one more replica where the pool carries less than the load
-        short = pooled(cols, k, need[k, p]) * cap < target
-        need[k[short], p] += 1
-        k, target, cap = k[short], target[short], cap[short]
-    return need.max(axis=1, initial=0)
+        short = pooled(cols, k, need[t, k, p]) * cap < target
+        need[t[short], k[short], p] += 1
+        t, k, target, cap = t[short], k[short], target[short], cap[short]
+    return need.max(axis=2, initial=0)
 
 
 def _on_the_tail(cols: Columns, k: np.ndarray, load: np.ndarray) -> np.ndarray:
@@ -205,3 +213,25 @@ def replica_prices(data: ProgramData) -> np.ndarray:
     """[k]: what one replica of each config pays an hour for its GPUs, at the on-demand price."""
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
     return np.array([config.tp * price[config.gpu] for config in data.configs], dtype=float)
+
+
+def price_weights(data: ProgramData, summed: bool = False) -> np.ndarray:
+    """[t]: the least share of a GPU's on-demand price that one in service in period t adds to
+    the objective, the hour-weighted mean: h_t/H, or with tiers min(h_t/H, ρ_r, σ_s·h_t/H)
+    (reserved GPUs are paid over every hour, spot at its factor).
+
+    `summed`: weights whose sum over periods bounds a fleet's cost. A reserved GPU is paid once
+    for every period it serves, so the weights of one GPU's periods may not add up past the
+    reserved factor ρ_r: by LP duality on R + on-demand_t + spot_t ≥ n_t, Σ_t y_t·n_t bounds
+    the cost of n where Σ_t y_t ≤ ρ_r and y_t ≤ (h_t/H)·min(1, σ_s), so y_t = (h_t/H)·min(1,
+    ρ_r, σ_s). (Each period's own least weight, summed, passed the cost of a reserved fleet:
+    15.4 against 10.8 $/h on an instance of four flat hours at ρ_r = 0.3, σ_s = 0.9.)"""
+    tiers = data.tiers
+    weights = np.array([period.hours / data.total_hours for period in data.periods])
+    if tiers is None:
+        return weights
+    if summed:
+        return weights * min(1.0, tiers.reserved_price_factor, tiers.spot_price_factor)
+    return np.minimum(
+        np.minimum(weights, tiers.reserved_price_factor), tiers.spot_price_factor * weights
+    )
