@@ -407,17 +407,16 @@ def _arithmetic_only(
 def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     """A bound on the objective without the LP. The objective is at least Σ_t Σ_k c_kt·x[k,t]
     with c_kt a replica's price at weights that hold summed over periods (`_replica_costs`,
-    `summed`), and every
-    capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t] — the pooled prefill's with
-    cap·g(X)/X for cap too, X the replica bound: its load is at most cap·g(x), and g(x)/x never
-    falls, so g(x) ≤ g(X)/X·x below the bound (the chord of §2). So for any one resource ρ of
-    each config, each request/s of class c in period t costs at least its cheapest colocated
-    config, or its cheapest prefill plus decode configs, priced at c_kt·u/cap. ρ is the
-    resource the period's whole demand fills most on k (0 where k has none); (each class
-    priced at its own bottleneck would be no bound: classes held by different resources share
-    a replica). Which resource that is depends on the prefill's cap, and neither choice is
-    always the higher bound, so each period takes the higher of the two. None where a class
-    with demand has no configs to carry it. `cols`: `columns(data)`."""
+    `summed`), and every capacity row has the shape Σ_c u_kcρ·r[c,k,t] ≤ cap_kρ·x[k,t] — the
+    pooled prefill's with cap·g(X)/X for cap too, X the replica bound: its load is at most
+    cap·g(x), and g(x)/x never falls, so g(x) ≤ g(X)/X·x below the bound (the chord of §2). So
+    for any one resource ρ of each config, each request/s of class c in period t costs at least
+    its cheapest colocated config, or its cheapest prefill plus decode configs, priced at
+    c_kt·u/cap. ρ is the resource the period's whole demand fills most on k (0 where k has
+    none); (each class priced at its own bottleneck would be no bound: classes held by
+    different resources share a replica). Which resource that is depends on the prefill's cap,
+    and neither choice is always the higher bound, so each period takes the higher of the two.
+    None where a class with demand has no configs to carry it. `cols`: `columns(data)`."""
     configs = np.arange(len(data.configs))
     role = np.array([config.role for config in data.configs])
     bounds = replica_bound_array(data, cols).astype(np.int64)

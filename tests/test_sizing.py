@@ -4,6 +4,7 @@ g(n)·cap ≥ load on the pooled prefill — and the same pooling curve values a
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +12,12 @@ import pytest
 
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
+from fleetopt.formulation.data import Period, ProgramData, Tiers
 from fleetopt.formulation.sizing import (
     ROUNDING,
     columns,
     pooled,
+    price_weights,
     replicas_alone,
     replicas_alone_each,
 )
@@ -117,3 +120,22 @@ def test_a_groups_carriers_size_as_every_config_does():
         every = replicas_alone(cols, rates)[carriers.configs]
         assert replicas_alone(carriers.cols, rates).tolist() == every.tolist()
         assert cols.carriers(group) is carriers  # kept for the periods and scales to come
+
+
+def test_price_weights_by_hand():
+    """Hours of 1, 1 and 2 at multipliers 0.5, 1 and 0; reserved at 0.3, spot at 0.9. One
+    period's least weight is min(h/H, 0.3, 0.9·h/H); weights summed over periods may not pass
+    0.3 together, the busiest period weighed first at 0.9·h/H (the dual of R + on-demand +
+    spot ≥ n)."""
+    data = ProgramData(
+        [],
+        [],
+        [],
+        periods=[Period(0.5, 1.0), Period(1.0, 1.0), Period(0.0, 2.0)],
+        tiers=Tiers(0.3, 0.9, 0.25),
+    )
+    assert price_weights(data) == pytest.approx([0.225, 0.225, 0.3])
+    assert price_weights(data, summed=True) == pytest.approx([0.075, 0.225, 0.0])
+    untiered = dataclasses.replace(data, tiers=None)
+    assert price_weights(untiered).tolist() == price_weights(untiered, summed=True).tolist()
+    assert price_weights(untiered) == pytest.approx([0.25, 0.25, 0.5])

@@ -220,18 +220,25 @@ def price_weights(data: ProgramData, summed: bool = False) -> np.ndarray:
     the objective, the hour-weighted mean: h_t/H, or with tiers min(h_t/H, ρ_r, σ_s·h_t/H)
     (reserved GPUs are paid over every hour, spot at its factor).
 
-    `summed`: weights whose sum over periods bounds a fleet's cost. A reserved GPU is paid once
-    for every period it serves, so the weights of one GPU's periods may not add up past the
-    reserved factor ρ_r: by LP duality on R + on-demand_t + spot_t ≥ n_t, Σ_t y_t·n_t bounds
-    the cost of n where Σ_t y_t ≤ ρ_r and y_t ≤ (h_t/H)·min(1, σ_s), so y_t = (h_t/H)·min(1,
-    ρ_r, σ_s). (Each period's own least weight, summed, passed the cost of a reserved fleet:
-    15.4 against 10.8 $/h on an instance of four flat hours at ρ_r = 0.3, σ_s = 0.9.)"""
+    `summed`: weights y_t whose sum over periods bounds a fleet's cost. A reserved GPU is paid
+    once for every period it serves, so the weights of one GPU's periods may not add up past
+    the reserved factor ρ_r: by LP duality on R + on-demand_t + spot_t ≥ n_t, Σ_t y_t·n_t
+    bounds the cost of any n where Σ_t y_t ≤ ρ_r and 0 ≤ y_t ≤ (h_t/H)·min(1, σ_s). Of those,
+    the busiest periods (by multiplier) are weighed in full first, until ρ_r is spent: the
+    fleet is largest there. (Each period's own least weight, summed, passed the cost of a
+    reserved fleet: 15.4 against 10.8 $/h on an instance of four flat hours at ρ_r = 0.3,
+    σ_s = 0.9.)"""
     tiers = data.tiers
     weights = np.array([period.hours / data.total_hours for period in data.periods])
     if tiers is None:
         return weights
-    if summed:
-        return weights * min(1.0, tiers.reserved_price_factor, tiers.spot_price_factor)
-    return np.minimum(
-        np.minimum(weights, tiers.reserved_price_factor), tiers.spot_price_factor * weights
-    )
+    if not summed:
+        return np.minimum(
+            np.minimum(weights, tiers.reserved_price_factor), tiers.spot_price_factor * weights
+        )
+    most = weights * min(1.0, tiers.spot_price_factor)
+    summed_weights, left = np.zeros(len(weights)), tiers.reserved_price_factor
+    for t in sorted(range(len(weights)), key=lambda t: -data.periods[t].multiplier):
+        summed_weights[t] = min(most[t], left)
+        left -= summed_weights[t]
+    return summed_weights
