@@ -251,6 +251,8 @@ def _throughput_incumbent(
     scale, cheapest, alone = affordable
     high = min(2 * scale, data.demand_scale_limit or math.inf)
     by_lp = None if out_of_time() else scale_bound(data, high, time_left(options, began))
+    if by_lp is not None:  # the LP's tolerances, where the arithmetic plan is the optimum
+        by_lp = max(by_lp, scale)
     bound = _scale_bound(data, cols, scale, out_of_time, by_lp)
     consolidating = _consolidating(cheapest[0], everything, frozenset())
     incumbent = _restricted(data, None, options, consolidating, spent, alone.replicas)
