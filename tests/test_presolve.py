@@ -37,6 +37,7 @@ from fleetopt.presolve import (
     _cheapest_by_period,
     _cheapest_option,
     _edge,
+    _merged_partition,
     _tiered_cost,
     _with_broken_orders,
     presolve,
@@ -208,6 +209,31 @@ def test_each_models_classes_share_a_config_where_a_block_holds_several_models(s
     assert by_model < priced([(c.name,) for c in data.classes])
     tie_breaks = 0.01  # GPU_COUNT_TIE_BREAK on each of fewer than 100 GPUs and replicas
     assert by_model <= _alone_plan(program, cheapest).objective <= by_model + tie_breaks
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_classes_merged_greedily_are_a_plan_no_dearer_than_each_alone(seed):
+    """`_merged_partition`: each class in one group, each group of one model, each merge a
+    saving; the arithmetic plan on those groups alone is a plan of the program (held at its
+    replicas, the program has one no dearer) and costs no more than every class alone."""
+    data = _program(seeded_instance(seed, TWO_MODELS, classes=6))  # three classes a model
+    program = dataclasses.replace(data, budget_per_hour=1e9)  # one block of both models
+    cols = columns(program)
+    cheapest = _cheapest_by_period(program, cols)
+    partition = _merged_partition(program, cols, cheapest)
+    assert sorted(n for group in partition for n in group) == sorted(cols.classes)
+    model_of = {c.name: c.model for c in data.classes}
+    assert all(len({model_of[n] for n in group}) == 1 for group in partition)
+    assert len(partition) < len(cols.classes)  # these seeds pool some classes
+    on_groups = _cheapest_by_period(program, cols, groups=partition)
+    merged = _alone_plan(program, on_groups, [partition])
+    alone = _alone_plan(program, cheapest, [[(n,) for n in cols.classes]])
+    assert merged.objective <= alone.objective
+    model = build_model(program)
+    for (k, t), var in model.x.items():
+        var.fix(min(merged.replicas.get((k, t), 0), model.replica_bound[k, t]))
+    assert run_highs(model, EXACT).status == "optimal"
+    assert pyo.value(model.cost_per_hour) <= _tiered_cost(program, merged.replicas) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])
