@@ -170,8 +170,10 @@ def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     from its replicas: held at them (capped at the replica bounds where classes pool), the
     program has a plan no dearer than that objective, nor than its cost at the tiers
     `_tiered_cost` picks (throughput mode's test of what a budget affords)."""
-    data = _program(seeded_instance(seed, LIMITS.get(limits, TWO_MODELS), classes=4))
-    if limits not in LIMITS:  # one block of both models, as in throughput mode
+    if limits in LIMITS:
+        data = _program(seeded_instance(seed, LIMITS[limits]))
+    else:  # one block of both models, as in throughput mode
+        data = _program(seeded_instance(seed, TWO_MODELS, classes=4))
         data = dataclasses.replace(data, budget_per_hour=1e9)
     alone = _alone_plan(data)
     if alone is None:  # over a cap or the budget: no arithmetic plan, nothing cut by it
