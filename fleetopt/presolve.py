@@ -269,20 +269,20 @@ def _affordable(
     budget affords at its cheapest tiers (`_tiered_cost`), with that plan (`_alone_plan`) and
     the cheapest configs it is made of; None where it affords none. An arithmetic plan's cost
     never falls as the demand grows (each class's replicas alone do not): from 1, halved until
-    the budget affords it, then `_edge`."""
+    the budget affords it, then `_edge` (from the last scale halved, where one was)."""
 
     def plan_at(scale: float) -> tuple[float, list[Cheapest], AlonePlan] | None:
         return _affordable_plan(data, cols, scale)
 
     limit = min(data.demand_scale_limit or SCALE_RANGE, SCALE_RANGE)
-    low = min(1.0, limit)
+    low, above = min(1.0, limit), None
     found = plan_at(low)
     if found is None and plan_at(1 / SCALE_RANGE) is None:
         return None  # not even a trickle of the demand: halving would find nothing
     while found is None and low >= 1 / SCALE_RANGE:
-        low /= 2
+        above, low = low, low / 2
         found = plan_at(low)
-    return None if found is None else _edge(plan_at, low, found, limit, out_of_time)[2]
+    return None if found is None else _edge(plan_at, low, found, limit, out_of_time, above)[2]
 
 
 def _affordable_plan(
@@ -436,16 +436,19 @@ def _edge(
     found: Found,
     limit: float,
     out_of_time: Callable[[], bool],
+    above: float | None = None,
 ) -> tuple[float, float | None, Found]:
     """Where `fits` stops holding above `low`, where it holds (giving `found`): the scale
-    doubled until it fails or reaches `limit`, then the bracket bisected SCALE_STEPS times.
+    doubled until it fails or reaches `limit` (or from `above`, a scale the caller found it
+    fails at: each test of a throughput program of every config takes up to a second), then
+    the bracket bisected SCALE_STEPS times.
     The last scale that fits, the first that does not (both the limit where it fits there),
     and what `fits` gave at the last that fits. `fits` holds up to some scale and no further
     (each caller's test is monotone in the scale). Once `out_of_time()`, the bracket so far:
     with None for the first that does not where none failed yet (each test on a program of
     every config and period, a throughput program's one block, takes up to a second)."""
-    high = low
-    while high < limit:
+    high = low if above is None else above
+    while high < limit and above is None:
         if out_of_time():
             return low, None, found
         high = min(2 * high, limit)
