@@ -836,7 +836,7 @@ def _partitions(
         return [model] if pick[model] is not None else alone(model)
 
     def cheaper(model: tuple[str, ...]) -> list[tuple[str, ...]]:
-        ways = [w for w in (together(model), alone(model)) if all(pick[g] for g in w)]
+        ways = [w for w in (together(model), alone(model)) if all(pick[g] is not None for g in w)]
         return min(ways, key=lambda w: sum(p[0] for g in w for p in pick[g]), default=alone(model))
 
     return [

@@ -12,6 +12,7 @@ import pytest
 
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
+from fleetopt.formulation import sizing
 from fleetopt.formulation.data import Period, ProgramData, Tiers
 from fleetopt.formulation.sizing import (
     ROUNDING,
@@ -139,3 +140,19 @@ def test_price_weights_by_hand():
     untiered = dataclasses.replace(data, tiers=None)
     assert price_weights(untiered).tolist() == price_weights(untiered, summed=True).tolist()
     assert price_weights(untiered) == pytest.approx([0.25, 0.25, 0.5])
+
+
+def test_rates_searched_in_turns_give_the_same_replicas(monkeypatch):
+    """`replicas_alone_each` holds at most SEARCH_CELLS cells at a time (a year of hourly
+    demand levels over thousands of configs would take gigabytes): searched in turns of five
+    rates, or one, the same replicas as all at once."""
+    data = _program("two-model-fleet.yaml")
+    cols = columns(data)
+    rates = [
+        {c.name: c.requests_per_s * scale for c in data.classes}
+        for scale in np.linspace(0.01, 3.0, 23)
+    ]
+    whole = replicas_alone_each(cols, rates)
+    for turn in (5, 1):
+        monkeypatch.setattr(sizing, "SEARCH_CELLS", cols.capacity.size * turn)
+        assert np.array_equal(replicas_alone_each(cols, rates), whole)

@@ -25,7 +25,7 @@ from fleetopt.formulation.decode import add_decode_capacity
 from fleetopt.formulation.kv_transfer import add_kv_transfer
 from fleetopt.formulation.limits import add_budget, add_gpu_supply
 from fleetopt.formulation.prefill import add_prefill_capacity
-from fleetopt.formulation.sizing import Columns, columns, replicas_alone
+from fleetopt.formulation.sizing import Columns, columns, replicas_alone_each
 from fleetopt.formulation.tiers import add_price_tiers, period_cost
 from fleetopt.perf.queueing import NO_QUEUEING
 
@@ -128,11 +128,12 @@ def replica_bound_array(data: ProgramData, cols: Columns | None = None) -> np.nd
     limit = data.demand_scale_limit if data.maximize_throughput else 1.0
     if missing.any() and limit is not None:
         cols = columns(data) if cols is None else cols
-        for t in np.flatnonzero(missing.any(axis=0)):
-            scale = data.periods[t].multiplier * limit
-            rates = {c.name: c.requests_per_s * scale for c in data.classes}
+        periods = np.flatnonzero(missing.any(axis=0))
+        scales = [data.periods[t].multiplier * limit for t in periods]
+        rates = [{c.name: c.requests_per_s * scale for c in data.classes} for scale in scales]
+        for t, need in zip(periods, replicas_alone_each(cols, rates), strict=True):
             unknown = missing[:, t]
-            bounds[unknown, t] = replicas_alone(cols, rates)[unknown]
+            bounds[unknown, t] = need[unknown]
     if data.maximize_throughput:
         price = {g.name: g.price_per_gpu_hour for g in data.gpus}
         caps = {g.name: g.max_gpus for g in data.gpus if g.max_gpus is not None}

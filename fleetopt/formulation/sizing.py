@@ -168,11 +168,22 @@ def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
     return replicas_alone_each(cols, [rates])[0]
 
 
+SEARCH_CELLS = 1 << 22
+"""The most (rate, config, resource) cells one search of `replicas_alone_each` holds: a demand
+profile may have a level for each of 8,784 hours, which over thousands of configs would take
+gigabytes at once. Further rates are searched in turns (the same numbers)."""
+
+
 def replicas_alone_each(cols: Columns, rates: list[dict[str, float]]) -> np.ndarray:
     """[t, k]: `replicas_alone` at each of these requests/s (a block's periods), in one search
-    over them all: each step is the same numbers as one rate's alone, for the periods of a
-    throughput program at once (the large benchmark instance's arithmetic plan at a scale
-    sized 37 groups in 23 periods one call each: docs/benchmarks.md)."""
+    over them all (or over as many as SEARCH_CELLS allows at a time): each step is the same
+    numbers as one rate's alone, for the periods of a throughput program at once (the large
+    benchmark instance's arithmetic plan at a scale sized 37 groups in 23 periods one call
+    each: docs/benchmarks.md)."""
+    turn = max(1, SEARCH_CELLS // max(1, cols.capacity.size))
+    if len(rates) > turn:
+        parts = (rates[i : i + turn] for i in range(0, len(rates), turn))
+        return np.concatenate([replicas_alone_each(cols, part) for part in parts])
     loads = np.stack([cols.loads(each) for each in rates])
     need = np.ceil(loads / cols.capacity - ROUNDING).astype(np.int64)
     if cols.prefill is None:
