@@ -37,12 +37,10 @@ from fleetopt.formulation.sizing import (
     replica_prices,
     replicas_alone,
 )
+from fleetopt.generated_lp import Entries, GeneratedLp
 from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.queueing import NO_QUEUEING
-from fleetopt.solve import USED, MatrixLp, SolveOptions
-
-Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""A sparse matrix's (row, column, value) triplets."""
+from fleetopt.solve import USED, SolveOptions
 
 LEVEL_RATIO = 0.85
 """A new level of chords wherever a period's demand falls below this share of the last level's
@@ -106,17 +104,29 @@ def scaled_lp(
     limiting, row = _capacity(cols, capacity, route, 2 * classes)
     entries = tuple(np.concatenate(pair) for pair in zip(covering, limiting, strict=True))
     tp = np.array([config.tp for config in data.configs], dtype=float)
-    cost = np.zeros(count + len(routes))
-    cost[:count] = replica_prices(data)
+    price = replica_prices(data)
     if tie_break:
-        cost[:count] += GPU_COUNT_TIE_BREAK * (tp + 1.0)
+        price += GPU_COUNT_TIE_BREAK * (tp + 1.0)
     demand = np.tile(rates, 2)  # the prefill rows, then the decode rows
     rows = int((row >= 0).sum())
     if len(pooled):
         pooled = pooled[row[pooled, cols.prefill] >= 0]  # those whose row a class uses
-    lower = np.concatenate([demand, np.full(rows, -np.inf)])
-    upper = np.concatenate([demand, np.zeros(rows)])
-    lp = MatrixLp(cost, lower, upper, entries)
+    sides = np.array([[c.op.does_prefill, c.op.does_decode] for c in data.configs], dtype=float)
+
+    def pays(duals: np.ndarray) -> np.ndarray:
+        worth = sides @ np.maximum(duals.reshape(2, classes), 0.0)  # [k, c]
+        return _earns(cols, capacity, worth) > price * (1 + 1e-9)
+
+    lp = GeneratedLp(
+        np.concatenate([price, np.zeros(len(routes))]),
+        np.concatenate([demand, np.full(rows, -np.inf)]),
+        np.concatenate([demand, np.zeros(rows)]),
+        entries,
+        np.concatenate([np.arange(count), routes[:, 0]]),
+        2 * classes,
+        pays,
+        _cheapest_alone(cols, capacity, price, sides),
+    )
     levels: list[Level] = []
     for multiplier in multipliers:
         left = None if deadline is None else deadline - time.monotonic()
@@ -124,6 +134,7 @@ def scaled_lp(
             break
         if levels:
             chords = _chords(data, cols, pooled, multiplier * rates)
+            capacity[pooled, cols.prefill] = -chords
             lp.set_coefficients(row[pooled, cols.prefill], pooled, chords)
         optimum = lp.solve(dataclasses.replace(options, time_limit=left))
         if optimum is None:
@@ -228,3 +239,32 @@ def _capacity(
         np.concatenate([cols.usage[k, c, resource], -capacity[held_k, held_resource]]),
     )
     return entries, row
+
+
+def _earns(cols: Columns, capacity: np.ndarray, worth: np.ndarray) -> np.ndarray:
+    """[k]: at most what one replica of each config earns, routes worth `worth[k, c]` a
+    request/s (the coverage rows' duals): the least over its resources ρ of cap_kρ·max_c
+    worth_kc/u_kcρ, what ρ alone would let it carry of the classes it may carry. The dual of
+    that one row (π_ρ = max_c worth/u, the others 0) prices every route at least at its worth,
+    so the config lowers the objective only where this passes its price."""
+    worth = np.where(cols.carries, worth, 0.0)[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_unit = np.where(cols.usage > 0, worth / cols.usage, np.where(worth > 0, np.inf, 0.0))
+        earned = per_unit.max(axis=1) * capacity  # inf where ρ is not a resource of k
+    return np.where(np.isnan(earned), np.inf, earned).min(axis=1)
+
+
+def _cheapest_alone(
+    cols: Columns, capacity: np.ndarray, price: np.ndarray, sides: np.ndarray
+) -> np.ndarray:
+    """The configs the generated LP starts from: for each class and side (prefill, decode), the
+    one that carries it alone most cheaply a request/s (where any does)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alone = np.where(cols.usage > 0, capacity[:, None, :] / cols.usage, np.inf).min(axis=2)
+        per_request = np.where(cols.carries & (alone > 0), price[:, None] / alone, np.inf)
+    start = np.zeros(len(price), dtype=bool)
+    for side in sides.T.astype(bool):
+        costs = np.where(side[:, None], per_request, np.inf)
+        cheapest = costs.argmin(axis=0)
+        start[cheapest[np.isfinite(costs.min(axis=0))]] = True
+    return start

@@ -216,9 +216,7 @@ class HeldRelaxation:
 
 class MatrixLp:
     """min cost·v over v ≥ 0 with row_lower ≤ A·v ≤ row_upper, A given by its (row, column,
-    value) entries, handed to HiGHS as arrays and held there: solved, then solved again from its
-    last basis once some coefficients change (`scaled_bound`'s levels: a few simplex iterations
-    each, where the first solve takes thousands)."""
+    value) entries, handed to HiGHS as arrays (fleetopt/generated_lp.py builds one per round)."""
 
     def __init__(
         self,
@@ -238,20 +236,18 @@ class MatrixLp:
         columns_bounds = (np.zeros(len(cost)), np.full(len(cost), INF))
         self.highs = matrix_highs(cost, columns_bounds, bounds, matrix)
 
-    def solve(self, options: SolveOptions) -> tuple[float, np.ndarray] | None:
-        """The optimum and v, by the primal simplex (as the presolve's first LP), or None where
-        HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
+    def solve(self, options: SolveOptions) -> tuple[float, np.ndarray, np.ndarray] | None:
+        """The optimum, v and the rows' duals, by the primal simplex (as the presolve's first
+        LP), or None where HiGHS does not prove one in time. Ctrl-C stops it with Interrupted."""
         highs = self.highs
         if not _optimal_lp(highs, dataclasses.replace(options, verbose=False), PRIMAL_SIMPLEX):
             return None
-        return highs.getInfo().objective_function_value, np.array(highs.getSolution().col_value)
-
-    def set_coefficients(self, rows: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
-        """A[row, column] = value for each triplet, in place."""
-        for row, column, value in zip(
-            rows.tolist(), columns.tolist(), values.tolist(), strict=True
-        ):
-            self.highs.changeCoeff(row, column, value)
+        solution = highs.getSolution()
+        return (
+            highs.getInfo().objective_function_value,
+            np.array(solution.col_value),
+            np.array(solution.row_dual),
+        )
 
 
 def _optimal_lp(highs: highspy.Highs, options: SolveOptions, strategy: int) -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pyomo.core as pyo
 import pytest
 from helpers import seeded_instance
 
-from fleetopt import presolve
+from fleetopt import presolve, scaled_bound
 from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.formulation import build_model
@@ -23,7 +24,7 @@ from fleetopt.formulation.sizing import columns
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, program_data, solve_program
 from fleetopt.scaled_bound import Level, ScaledLp, level_multipliers, scale_bound, scaled_lp
-from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
+from fleetopt.solve import HeldRelaxation, MatrixLp, SolveOptions, run_highs
 
 EXACT = SolveOptions(mip_gap=1e-9)
 MULTIPLIERS = [0.35, 1.0, 0.6, 0.8]
@@ -192,3 +193,54 @@ def test_the_scale_bound_is_never_below_the_optimum(seed, pricing):
     bound = scale_bound(data, 2 * optimum, SolveOptions())
     assert bound is not None  # it proves a scale below twice the optimum out
     assert optimum * (1 - 1e-9) <= bound < 2 * optimum
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_what_a_replica_earns_is_at_most_its_one_resource_bound(seed):
+    """`_earns` prices a config's columns for the generated LP: it may say a config pays where
+    it does not, never the reverse, so it must never fall below what one replica earns at the
+    coverage duals — max Σ_c w_c·r_c over Σ_c u_cρ·r_c ≤ cap_ρ, each config's own small LP
+    (here solved by HiGHS) — and it equals it where a config carries one class."""
+    data = _group(_program(seed))
+    cols = columns(data)
+    rng = np.random.default_rng(seed)
+    worth = rng.uniform(0.0, 3.0, cols.carries.shape) * (rng.random(cols.carries.shape) < 0.8)
+    earns = scaled_bound._earns(cols, cols.capacity, worth)
+    for k in rng.choice(len(data.configs), 60, replace=False).tolist():
+        carried = np.flatnonzero(cols.carries[k])
+        held = np.flatnonzero(np.isfinite(cols.capacity[k]))
+        usage = cols.usage[k][np.ix_(carried, held)]  # [c, ρ]
+        rows, columns_ = np.nonzero(usage.T)
+        small = MatrixLp(
+            -worth[k, carried],
+            np.full(len(held), -np.inf),
+            cols.capacity[k, held],
+            (rows, columns_, usage.T[rows, columns_]),
+        ).solve(EXACT)
+        assert small is not None
+        assert earns[k] >= -small[0] * (1 - 1e-9) - 1e-9
+        if len(carried) == 1:
+            assert earns[k] == pytest.approx(-small[0], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_lp_generated_from_a_few_configs_is_the_lp_of_all(monkeypatch, seed):
+    """Solved from the cheapest config of each class and side (at most two a class), adding
+    those that pay at each round's duals, every level reaches the optimum of the LP solved on
+    every config at once."""
+    data = _group(_program(seed))
+    cheapest_alone, started = scaled_bound._cheapest_alone, []
+
+    def recorded(*args):
+        started.append(int(cheapest_alone(*args).sum()))
+        return cheapest_alone(*args)
+
+    monkeypatch.setattr(scaled_bound, "_cheapest_alone", recorded)
+    generated = scaled_lp(data, columns(data), EXACT).levels
+    assert 0 < started[0] <= 2 * len(data.classes) < len(data.configs)
+    everything = np.ones(len(data.configs), dtype=bool)
+    monkeypatch.setattr(scaled_bound, "_cheapest_alone", lambda *args: everything)
+    whole = scaled_lp(data, columns(data), EXACT).levels
+    assert [level.multiplier for level in generated] == [level.multiplier for level in whole]
+    for ours, all_of_them in zip(generated, whole, strict=True):
+        assert ours.per_multiplier == pytest.approx(all_of_them.per_multiplier, rel=1e-7)
