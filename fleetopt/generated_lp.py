@@ -49,11 +49,15 @@ class GeneratedLp:
         self.shared = shared
         self.pays = pays
         self.active = start.copy()
-        row_config = np.full(len(lower), -1, dtype=np.int64)
-        row_config[self.rows] = column_config[self.columns]
-        row_config[:shared] = -1
+        self._index_rows()
+
+    def _index_rows(self) -> None:
+        """Each row's config (-1 for the shared ones), and the entries sorted by position."""
+        row_config = np.full(len(self.lower), -1, dtype=np.int64)
+        row_config[self.rows] = self.column_config[self.columns]
+        row_config[: self.shared] = -1
         self.row_config = row_config
-        self._key = self.rows.astype(np.int64) * len(cost) + self.columns
+        self._key = self.rows.astype(np.int64) * len(self.cost) + self.columns
         self._order = np.argsort(self._key, kind="stable")
 
     def set_coefficients(self, rows: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
@@ -61,6 +65,18 @@ class GeneratedLp:
         wanted = rows.astype(np.int64) * len(self.cost) + columns
         found = self._order[np.searchsorted(self._key[self._order], wanted)]
         self.values[found] = values
+
+    def add_rows(self, upper: np.ndarray, entries: Entries) -> None:
+        """Rows Σ A·v ≤ upper (cuts), numbered from 0 in `entries`, each on the columns of one
+        config: kept from now on, in every solve where that config is."""
+        rows, columns, values = entries
+        first = len(self.lower)
+        self.lower = np.concatenate([self.lower, np.full(len(upper), -np.inf)])
+        self.upper = np.concatenate([self.upper, upper])
+        self.rows = np.concatenate([self.rows, first + rows])
+        self.columns = np.concatenate([self.columns, columns])
+        self.values = np.concatenate([self.values, values])
+        self._index_rows()
 
     def solve(self, options: SolveOptions) -> tuple[float, np.ndarray] | None:
         """The optimum and v (0 on every column left out), or None where HiGHS does not prove

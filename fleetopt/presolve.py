@@ -75,6 +75,9 @@ from fleetopt.solve import (
 
 RESTRICTED_TIME_SHARE = 0.1
 """Of the time limit, what the program restricted to a few configs may take."""
+BOUND_TIME_SHARE = 0.25
+"""Of the time limit, what throughput mode's bound by LP may take (`scaled_bound.scale_bound`:
+each round at the scale the last one found tightens it)."""
 START_SECONDS = 1.0
 """The least time HiGHS gets on the restricted program started from the arithmetic plan: it
 completes that plan (and improves on it within the time), however little of the limit is
@@ -251,7 +254,7 @@ def _throughput_incumbent(
         return Presolved(data, everything)
     scale, cheapest, alone = affordable
     high = min(2 * scale, data.demand_scale_limit or math.inf)
-    by_lp = None if out_of_time() else scale_bound(data, high, time_left(options, began))
+    by_lp = None if out_of_time() else scale_bound(data, high, _bound_time(options, began))
     if by_lp is not None:  # the LP's tolerances, where the arithmetic plan is the optimum
         by_lp = max(by_lp, scale)
     bound = _scale_bound(data, cols, scale, out_of_time, by_lp)
@@ -260,6 +263,16 @@ def _throughput_incumbent(
     consolidating = _consolidating(cheapest[0], everything, frozenset())
     incumbent = _restricted(data, None, options, consolidating, spent, alone.replicas)
     return Presolved(data, everything, incumbent, bound)
+
+
+def _bound_time(options: SolveOptions, began: float) -> SolveOptions:
+    """The options for the scale's bound by LP: what is left of the limit, at most
+    BOUND_TIME_SHARE of it (the plan's stages after it need the rest)."""
+    left = time_left(options, began)
+    if options.time_limit is None:
+        return left
+    share = BOUND_TIME_SHARE * options.time_limit
+    return dataclasses.replace(left, time_limit=min(left.time_limit, share))
 
 
 def _affordable(

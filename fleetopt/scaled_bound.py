@@ -10,13 +10,15 @@ falls as X grows, and X grows with the demand). Every row left is homogeneous in
 demand enters only the coverage rows, so its optimum at multiplier m is m·V₁, with V₁ its
 optimum at multiplier 1: one LP, and m_t·V₁ bounds period t's block (docs/formulation.md,
 Independent blocks). With the chords drawn to a quieter period's replica bounds instead, the
-same LP bounds every period at or below that one, more tightly: it is solved again, from its
-last basis, at a few such levels (`LEVEL_RATIO`), and each period takes the tightest.
+same LP bounds every period at or below that one, more tightly: it is solved again at a few
+such levels (`LEVEL_RATIO`), and each period takes the tightest.
 
 The LP is assembled from the coefficient arrays the presolve's arithmetic reads
 (`sizing.columns`: every capacity row is Σ_c u_kcρ·r[c,k] ≤ cap_kρ·x[k]), not built in Pyomo:
 on the large benchmark instance's 7,459-config model, building and handing it off took 3 s,
-and HiGHS 2 s. tests/test_scaled_bound.py checks it against `build_model(relaxed=True)` so reduced.
+and HiGHS 2 s. It is solved on the configs that may pay at its duals (`GeneratedLp`; the same
+model's LP: 4.7 s whole, 0.25 s so). tests/test_scaled_bound.py checks it against
+`build_model(relaxed=True)` so reduced.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 
 from fleetopt.formulation.blocks import cut_block
 from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
-from fleetopt.formulation.prefill import chord_coefficient
+from fleetopt.formulation.prefill import HULL_TOLERANCE, chord_coefficient, hull_rows
 from fleetopt.formulation.sizing import (
     Columns,
     columns,
@@ -42,6 +44,13 @@ from fleetopt.perf.operating_point import PREFILL
 from fleetopt.perf.queueing import NO_QUEUEING
 from fleetopt.solve import USED, SolveOptions
 
+HULL_ROUNDS = 5
+"""Rounds of pooling hull rows each level of the scaled LP gets (`_hull_cuts`), each from the
+last solution, while a round raises its optimum by at least HULL_GAIN of it."""
+HULL_GAIN = 1e-3
+SCALE_BOUND_STEP = 0.005
+"""`scale_bound` tries again at the scale it found while the last try took its bound down by
+more than this share of it."""
 LEVEL_RATIO = 0.85
 """A new level of chords wherever a period's demand falls below this share of the last level's
 (periods taken busiest first). On the scale benchmark's large instance (24 periods, 0.30-0.98
@@ -79,8 +88,8 @@ def scaled_lp(
     data: ProgramData, cols: Columns, options: SolveOptions, tie_break: bool = True
 ) -> ScaledLp | None:
     """The LP for every period of `data` (a group's block) at multiplier 1, its chords drawn
-    at each level in turn (`level_multipliers`), re-solved from the last basis; the levels
-    solved before the time limit, or None where not even the busiest is. Priced as the cost
+    at each level in turn (`level_multipliers`), on the configs that may pay (`_earns`); the
+    levels solved before the time limit, or None where not even the busiest is. Priced as the cost
     objective, GPU_COUNT_TIE_BREAK included, or without it (`tie_break`): the cost a budget
     holds.
 
@@ -127,38 +136,84 @@ def scaled_lp(
         pays,
         _cheapest_alone(cols, capacity, price, sides),
     )
-    levels: list[Level] = []
-    for multiplier in multipliers:
+
+    drawn: dict[float, np.ndarray] = {}
+
+    def draw_chords(multiplier: float) -> None:
+        if multiplier not in drawn:
+            drawn[multiplier] = _chords(data, cols, pooled, multiplier * rates)
+        chords = drawn[multiplier]
+        capacity[pooled, cols.prefill] = -chords
+        lp.set_coefficients(row[pooled, cols.prefill], pooled, chords)
+
+    def solve() -> tuple[float, np.ndarray] | None:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            break
+            return None
+        return lp.solve(dataclasses.replace(options, time_limit=left))
+
+    levels: list[Level] = []
+    for multiplier in multipliers:
         if levels:
-            chords = _chords(data, cols, pooled, multiplier * rates)
-            capacity[pooled, cols.prefill] = -chords
-            lp.set_coefficients(row[pooled, cols.prefill], pooled, chords)
-        optimum = lp.solve(dataclasses.replace(options, time_limit=left))
-        if optimum is None:
+            draw_chords(multiplier)
+        if (optimum := solve()) is None:
             break
         objective, values = optimum
         used = frozenset(np.flatnonzero(values[:count] > USED).tolist())
         levels.append(Level(multiplier, objective, used))
+    # Each level again with the pooling hull's rows its solution breaks: a higher bound, the
+    # configs used kept from the LP without them (blocks consolidating on the configs of an LP
+    # with them did worse: docs/benchmarks.md, 2026-12-06).
+    for i, level in enumerate(levels if len(pooled) else []):
+        draw_chords(level.multiplier)
+        objective = level.per_multiplier
+        for round_ in range(HULL_ROUNDS):
+            if (optimum := solve()) is None:
+                break
+            raised = optimum[0] >= objective * (1 + HULL_GAIN)
+            objective = max(objective, optimum[0])
+            cuts = _hull_cuts(data, cols, optimum[1], route, rates, level.multiplier)
+            if cuts is None or (round_ and not raised):
+                break
+            lp.add_rows(*cuts)
+        levels[i] = dataclasses.replace(level, per_multiplier=objective)
     return ScaledLp(tuple(levels)) if levels else None
 
 
 def scale_bound(data: ProgramData, high: float, options: SolveOptions) -> float | None:
-    """Throughput mode: a scale of the demand below `high` that no fleet within the budget
-    serves, by the scaled LP of each model at `high` times the demand; None where it proves
-    none below `high` or is not solved in time.
+    """Throughput mode: a scale of the demand no fleet within the budget serves, by the scaled
+    LP of each model at `high` times the demand (`_bound_at`); None where it proves none below
+    `high` or is not solved in time. Then again at each scale it finds, while that takes the
+    bound down by more than SCALE_BOUND_STEP: its chords drawn to the replica bounds of less
+    demand and its hull rows to less load, the LP there costs more a unit of demand (the large
+    benchmark instance, from twice the affordable scale: 1.082, 1.060, 1.058 of its demand
+    without the hull rows, 0.7 s a round; 1.034 with them, about 2.4 s a round)."""
+    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
+    bound = None
+    while (found := _bound_at(data, high, options, deadline)) is not None:
+        bound, high, last = found, found, high
+        if found > last * (1 - SCALE_BOUND_STEP):
+            break
+    return bound
+
+
+def _bound_at(
+    data: ProgramData, high: float, options: SolveOptions, deadline: float | None
+) -> float | None:
+    """A scale below `high` that no fleet within the budget serves, or None.
 
     Within the LP's reach a fleet that serves scale α ≤ high at least cost has, on each config,
     no more replicas than carry all its eligible demand at `high` alone (fewer carry its
     routes), so each model's scaled LP at `high`·λ bounds it: a period of multiplier m costs at
-    least (α/high)·m·V₁ at its level. Its GPUs are priced on demand and weighed by
-    `price_weights` summed over periods, so cost(α) ≥ (α/high)·Σ_t y_t·m_t·V₁(t) — linear in α,
-    and past the budget above high·B / Σ_t y_t·m_t·V₁(t). Models apart: one LP of all six
-    models of the large benchmark instance took 27 s to solve, the six alone 7 s in all."""
+    least (α/high)·m·V₁ at its level: its routes and replicas times high/α meet the LP at
+    high, its hull rows too (h(high·D)/high ≤ h(α·D)/α, h concave with h(0) = 0). Its GPUs are
+    priced on demand and weighed by `price_weights` summed over periods, so cost(α) ≥
+    (α/high)·Σ_t y_t·m_t·V₁(t) — linear in α, and past the budget above
+    high·B / Σ_t y_t·m_t·V₁(t); a fleet that serves more than `high` serves `high` too (its
+    routes scaled down). Models apart: one LP of all six models of the
+    large benchmark instance took 27 s to solve, the six alone 7 s in all (0.7 s each
+    generated from the configs that pay, `GeneratedLp`)."""
     program = data.at_scale(high)
-    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
     multipliers = [period.multiplier for period in program.periods]
     periods = list(range(len(multipliers)))
     per_period = np.zeros(len(multipliers))
@@ -239,6 +294,61 @@ def _capacity(
         np.concatenate([cols.usage[k, c, resource], -capacity[held_k, held_resource]]),
     )
     return entries, row
+
+
+def _hull_cuts(
+    data: ProgramData,
+    cols: Columns,
+    values: np.ndarray,
+    route: np.ndarray,
+    rates: np.ndarray,
+    multiplier: float,
+) -> tuple[np.ndarray, Entries] | None:
+    """The pooling hull's rows (docs/formulation.md §2) that the solution `values` breaks, drawn
+    at this level's multiplier M: for each config of a curved pool that carries some load, the
+    row of its classes ordered by share routed (the order that attains the Lovász extension),
+    where x falls short of it. In the LP's units (demand at multiplier 1, a period of
+    multiplier m ≤ M scaled by 1/m) the row of period m, divided by m, reads
+    x ≥ Σ_i (h(m·D_{S_i}) − h(m·D_{S_{i−1}}))/m · r[π_i]/λ_{π_i}; h is concave with h(0) = 0, so
+    h(M·D)/M ≤ h(m·D)/m for every set, and the Lovász extension with the values at M is below
+    the one at m: the row at M holds at every period it bounds. As (upper, entries) for
+    `GeneratedLp.add_rows`, or None where none is broken."""
+    if multiplier <= 0:  # no demand at this level: no pool to pay for
+        return None
+    count = len(data.configs)
+    routed = np.zeros(count, dtype=bool)
+    np.logical_or.at(routed, np.argwhere(cols.carries)[:, 0], values[count:] > USED)
+    rows, columns, coefs, upper = [], [], [], []
+    for k in np.flatnonzero(routed).tolist():
+        config = data.configs[k]
+        if config.queue == NO_QUEUEING or PREFILL not in config.capacity or config.queue.linear:
+            continue
+        index = {name: cols.classes[name] for name in config.usage}
+        share = {name: values[route[k, c]] / rates[c] for name, c in index.items() if rates[c]}
+        loads = {
+            name: multiplier * rates[c] * config.usage[name][PREFILL] / config.capacity[PREFILL]
+            for name, c in index.items()
+        }
+        order = tuple(sorted(loads, key=lambda name: -share.get(name, 0.0)))
+        ((_, rises),) = hull_rows(config.queue, loads, [order])
+        need = sum(
+            a / multiplier * share.get(name, 0.0) for name, a in zip(order, rises, strict=True)
+        )
+        if need <= values[k] + HULL_TOLERANCE * max(1.0, need):
+            continue
+        row = len(upper)
+        upper.append(0.0)
+        for name, a in zip(order, rises, strict=True):
+            if name in share:
+                rows.append(row)
+                columns.append(route[k, index[name]])
+                coefs.append(a / (multiplier * rates[index[name]]))
+        rows.append(row)
+        columns.append(k)
+        coefs.append(-1.0)
+    if not rows:
+        return None
+    return np.array(upper), (np.array(rows), np.array(columns), np.array(coefs))
 
 
 def _earns(cols: Columns, capacity: np.ndarray, worth: np.ndarray) -> np.ndarray:

@@ -42,6 +42,7 @@ from fleetopt.presolve import (
     _with_broken_orders,
     presolve,
 )
+from fleetopt.scaled_bound import scale_bound
 from fleetopt.solve import HeldRelaxation, SolveOptions, run_highs
 from fleetopt.verify import verify
 
@@ -140,8 +141,12 @@ def test_throughput_program_is_kept_whole_and_starts_from_the_affordable_arithme
     outcome = run_highs(whole, EXACT)
     assert outcome.status == "optimal"
     assert pyo.value(whole.alpha) >= pyo.value(incumbent.alpha) * (1 - 1e-6)
-    # The bound: a scale where arithmetic prices every fleet above the budget, past the optimum.
-    assert _arithmetic_bound(data.at_scale(reduced.bound), columns(data)) > budget
+    # The bound: each model's scaled LP's, or below it a scale where arithmetic prices every
+    # fleet above the budget; past the optimum either way.
+    by_lp = scale_bound(data, min(2 * affordable, data.demand_scale_limit or math.inf), EXACT)
+    by_arithmetic = _arithmetic_bound(data.at_scale(reduced.bound), columns(data)) > budget
+    assert by_arithmetic or reduced.bound == pytest.approx(max(by_lp, affordable), rel=1e-9)
+    assert by_lp is not None and not by_arithmetic  # the LP's, tighter here
     assert reduced.bound >= pyo.value(whole.alpha) * (1 - 1e-9)
 
 
