@@ -180,13 +180,12 @@ def _presolve(
     if relaxation is None:  # infeasible (then there is no arithmetic plan) or out of time
         return _arithmetic_only(first, alone, options, consolidating, cols, spent)
     program = _with_broken_orders(first.data, lp, held)
-    incumbent = _restricted(program, lp, options, consolidating, spent)
-    if incumbent is None and alone is None:  # availability caps break every arithmetic plan
-        mixing = consolidating | _on_each_gpu(data, cols, first.kept)
-        incumbent = _restricted(program, lp, options, mixing, spent)
-    if alone is not None and (
-        incumbent is None or incumbent.outcome.objective > alone.objective * (1 + 1e-9)
-    ):  # out of time, or the arithmetic plan is cheaper: start from it
+    if alone is None:
+        incumbent = _restricted(program, lp, options, consolidating, spent)
+        if incumbent is None:  # availability caps break every arithmetic plan
+            mixing = consolidating | _on_each_gpu(data, cols, first.kept)
+            incumbent = _restricted(program, lp, options, mixing, spent)
+    else:
         start = _alone_start(alone, first.kept)
         incumbent = _restricted(program, lp, options, consolidating, spent, start)
     if incumbent is None:
