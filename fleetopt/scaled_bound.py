@@ -48,6 +48,7 @@ HULL_ROUNDS = 5
 """Rounds of pooling hull rows each level of the scaled LP gets (`_hull_cuts`), each from the
 last solution, while a round raises its optimum by at least HULL_GAIN of it."""
 HULL_GAIN = 1e-3
+"""The least share of a level's optimum a round of hull rows must add for another to follow."""
 SCALE_BOUND_STEP = 0.005
 """`scale_bound` tries again at the scale it found while the last try took its bound down by
 more than this share of it."""
@@ -88,8 +89,9 @@ def scaled_lp(
     data: ProgramData, cols: Columns, options: SolveOptions, tie_break: bool = True
 ) -> ScaledLp | None:
     """The LP for every period of `data` (a group's block) at multiplier 1, its chords drawn
-    at each level in turn (`level_multipliers`), on the configs that may pay (`_earns`); the
-    levels solved before the time limit, or None where not even the busiest is. Priced as the cost
+    at each level in turn (`level_multipliers`), on the configs that may pay (`_earns`), then
+    each level again with the pooling hull's rows it breaks (`_hull_cuts`); the levels solved
+    before the time limit, or None where not even the busiest is. Priced as the cost
     objective, GPU_COUNT_TIE_BREAK included, or without it (`tie_break`): the cost a budget
     holds.
 
