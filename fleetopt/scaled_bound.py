@@ -35,6 +35,7 @@ from fleetopt.formulation.prefill import HULL_TOLERANCE, chord_coefficient, hull
 from fleetopt.formulation.sizing import (
     Columns,
     columns,
+    cost_per_request,
     price_weights,
     replica_prices,
     replicas_alone,
@@ -107,8 +108,10 @@ def scaled_lp(
     multipliers = level_multipliers([period.multiplier for period in data.periods])
     capacity = cols.capacity.copy()
     pooled = _pooled(data, cols)
+    first_chords = np.zeros(0)
     if len(pooled):
-        capacity[pooled, cols.prefill] = -_chords(data, cols, pooled, multipliers[0] * rates)
+        first_chords = _chords(data, cols, pooled, multipliers[0] * rates)
+        capacity[pooled, cols.prefill] = -first_chords
     else:  # no chord: one level, the same at every demand
         multipliers = multipliers[:1]
     covering = _coverage(data, routes, route)
@@ -121,7 +124,8 @@ def scaled_lp(
     demand = np.tile(rates, 2)  # the prefill rows, then the decode rows
     rows = int((row >= 0).sum())
     if len(pooled):
-        pooled = pooled[row[pooled, cols.prefill] >= 0]  # those whose row a class uses
+        held = row[pooled, cols.prefill] >= 0  # those whose row a class uses
+        pooled, first_chords = pooled[held], first_chords[held]
     sides = np.array([[c.op.does_prefill, c.op.does_decode] for c in data.configs], dtype=float)
 
     def pays(duals: np.ndarray) -> np.ndarray:
@@ -139,7 +143,7 @@ def scaled_lp(
         _cheapest_alone(cols, capacity, price, sides),
     )
 
-    drawn: dict[float, np.ndarray] = {}
+    drawn = {multipliers[0]: first_chords}
 
     def draw_chords(multiplier: float) -> None:
         if multiplier not in drawn:
@@ -317,9 +321,7 @@ def _hull_cuts(
     `GeneratedLp.add_rows`, or None where none is broken."""
     if multiplier <= 0:  # no demand at this level: no pool to pay for
         return None
-    count = len(data.configs)
-    routed = np.zeros(count, dtype=bool)
-    np.logical_or.at(routed, np.argwhere(cols.carries)[:, 0], values[count:] > USED)
+    routed = ((route >= 0) & (values[route] > USED)).any(axis=1)
     rows, columns, coefs, upper = [], [], [], []
     for k in np.flatnonzero(routed).tolist():
         config = data.configs[k]
@@ -371,9 +373,7 @@ def _cheapest_alone(
 ) -> np.ndarray:
     """The configs the generated LP starts from: for each class and side (prefill, decode), the
     one that carries it alone most cheaply a request/s (where any does)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        alone = np.where(cols.usage > 0, capacity[:, None, :] / cols.usage, np.inf).min(axis=2)
-        per_request = np.where(cols.carries & (alone > 0), price[:, None] / alone, np.inf)
+    per_request = cost_per_request(cols, price, capacity)
     start = np.zeros(len(price), dtype=bool)
     for side in sides.T.astype(bool):
         costs = np.where(side[:, None], per_request, np.inf)

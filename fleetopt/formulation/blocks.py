@@ -17,7 +17,12 @@ import numpy as np
 import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
-from fleetopt.formulation.sizing import cheapest_per_request, columns, replica_prices
+from fleetopt.formulation.sizing import (
+    cheapest_per_request,
+    columns,
+    cost_per_request,
+    replica_prices,
+)
 from fleetopt.formulation.tiers import period_cost
 
 
@@ -124,9 +129,7 @@ def worth_first(data: ProgramData, parts: list[tuple[frozenset[str], list[int]]]
     first; equal ones in the given order. The order changes which blocks answer by arithmetic,
     never a block's answer."""
     cols = columns(data)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.nan_to_num(cols.usage / cols.capacity[:, None, :]).max(axis=2, initial=0.0)
-    cost = np.where(cols.carries, replica_prices(data)[:, None] * share, np.inf)
+    cost = cost_per_request(cols, replica_prices(data))
     per_request = cheapest_per_request(cost, np.array([config.role for config in data.configs]))
     models = np.array([config.model for config in data.configs])
     hours = data.total_hours

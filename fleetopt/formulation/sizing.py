@@ -210,6 +210,18 @@ def _on_the_tail(cols: Columns, k: np.ndarray, load: np.ndarray) -> np.ndarray:
     return np.where(beyond, size + np.floor(reach).astype(np.int64) - 1, 0)
 
 
+def cost_per_request(
+    cols: Columns, price: np.ndarray, capacity: np.ndarray | None = None
+) -> np.ndarray:
+    """[k, c]: what a request/s of class c costs alone on config k, no pooling: its replicas'
+    price times the share of a replica its busiest resource gives it (inf where k may not carry
+    c). `capacity`: the columns' own unless given (the scaled LP's, with the chords in it)."""
+    capacity = cols.capacity if capacity is None else capacity
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.nan_to_num(cols.usage / capacity[:, None, :]).max(axis=2, initial=0.0)
+    return np.where(cols.carries, price[:, None] * share, np.inf)
+
+
 def cheapest_per_request(cost: np.ndarray, role: np.ndarray) -> np.ndarray:
     """[c]: each class's least cost on one colocated config, or on a prefill config plus a
     decode config (inf where neither carries it). `cost`: [k, c], a request/s of class c on
