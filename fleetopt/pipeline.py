@@ -36,6 +36,7 @@ from fleetopt.formulation.blocks import (
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.model import model_columns
 from fleetopt.formulation.sizing import Columns, columns
+from fleetopt.formulation.tiers import cheapest_tiers
 from fleetopt.instance import RANGES, Instance, Pricing
 from fleetopt.plan import Plan
 from fleetopt.polish import polished
@@ -649,10 +650,17 @@ def _cheapest_at_scale(
     scale). On every config, at the largest scale the caps allow, cost mode is a hard search
     for any fleet: two-model-fleet 9 → 57 s for 0.9%. The plan keeps alpha's bound and gap (at
     the limit: the limit itself, gap 0); where that solve finds no cheaper fleet in the time
-    left, the throughput plan stands. Where the time limit (counted from `began`) is spent
-    already, the configs of the throughput plan alone: the presolve at the scale, on a program
-    of every config and period, took 7.5 s under a limit spent (the large benchmark instance)."""
-    spent = time_spent(options, began)
+    left, the throughput plan stands. Below the limit the budget row holds by itself (only a
+    cheaper fleet is kept), and without it a program of several models or periods (without
+    tiers) falls apart into blocks (formulation/blocks.py): there the cost-mode solve itself,
+    on every config, block by block, each block choosing its configs (the medium benchmark
+    instance, `--budget 150 --time-limit 20`: 141.61 $/h, where the configs the presolve of
+    the whole program chose gave 149.88 in 15.6 s, its LP built in 10.4 s and then out of
+    time). Elsewhere the presolve that chooses configs has half of what is left of the time
+    limit (counted from `began`), the solve the rest. Where the limit is spent already, no
+    solve: the plan's GPUs are trimmed to what its replicas need (`_trimmed`)."""
+    if time_spent(options, began):
+        return _trimmed(data, solved)
     options = time_left(options, began)
     started = time.perf_counter()
     limit = data.demand_scale_limit
@@ -661,8 +669,11 @@ def _cheapest_at_scale(
     scale = limit if at_limit else alpha
     program = data.at_scale(scale)
     used = list(range(len(data.configs)))
-    if not at_limit:
-        presolved = None if spent else presolve(program, options).incumbent
+    unbudgeted = dataclasses.replace(program, budget_per_hour=None)
+    if not at_limit and len(block_parts(unbudgeted)) > 1:
+        program = unbudgeted
+    elif not at_limit:
+        presolved = presolve(program, _share(options, CHOOSING_SHARE)).incumbent
         chosen = set() if presolved is None else set(presolved.configs)
         used = sorted({k for (k, _), n in solved.solution.x.items() if n > 0.5} | chosen)
         program = program.restricted(used, bounds={})
@@ -678,6 +689,38 @@ def _cheapest_at_scale(
     if at_limit:
         outcome = dataclasses.replace(outcome, objective=limit, bound=limit, gap=0.0)
     return dataclasses.replace(solved, solution=cheapest, outcome=outcome)
+
+
+CHOOSING_SHARE = 0.5
+"""Of what is left of the time limit for the cost-mode solve at the scale a throughput plan
+serves, the share of the presolve that chooses the configs it may use."""
+
+
+def _share(options: SolveOptions, share: float) -> SolveOptions:
+    if options.time_limit is None:
+        return options
+    return dataclasses.replace(options, time_limit=share * options.time_limit)
+
+
+def _trimmed(data: ProgramData, solved: Solved) -> Solved:
+    """The throughput plan with its GPUs trimmed to what its replicas need, at the tiers that
+    cost least (`tiers.cheapest_tiers`), where it is cheaper: HiGHS stops on the scale, its
+    GPU counts free below the budget (a plan's GPUs no pool uses, the cost's weight far below
+    the gap). Arithmetic, for a limit spent before the cost-mode solve at the scale."""
+    solution = solved.solution
+    replicas = {key: round(n) for key, n in solution.x.items() if round(n)}
+    fleet = cheapest_tiers(data, replicas)
+    trimmed = dataclasses.replace(
+        solution,
+        gpus=fleet.gpus,
+        reserved=fleet.reserved,
+        on_demand=fleet.on_demand,
+        spot=fleet.spot,
+    )
+    finish(trimmed, data)
+    if trimmed.cost_per_hour >= solution.cost_per_hour * (1 - 1e-9):
+        return solved
+    return dataclasses.replace(solved, solution=trimmed)
 
 
 def _demand_scale_limit(instance: Instance) -> float | None:

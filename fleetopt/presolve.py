@@ -60,6 +60,7 @@ from fleetopt.formulation.sizing import (
     replica_prices,
     replicas_alone_each,
 )
+from fleetopt.formulation.tiers import cheapest_tiers
 from fleetopt.handoff import INF
 from fleetopt.scaled_bound import scale_bound
 from fleetopt.solve import (
@@ -278,7 +279,7 @@ def _affordable(
     data: ProgramData, cols: Columns, out_of_time: Callable[[], bool]
 ) -> tuple[float, list[Cheapest], AlonePlan] | None:
     """The largest scale of the demand, up to the supported limit, whose arithmetic plan the
-    budget affords at its cheapest tiers (`_tiered_cost`), with that plan (`_alone_plan`) and
+    budget affords at its cheapest tiers (`tiers.cheapest_tiers`), with that plan (`_alone_plan`) and
     the cheapest configs it is made of; None where it affords none. An arithmetic plan's cost
     never falls as the demand grows (each class's replicas alone do not): from 1, halved until
     the budget affords it, then `_edge` (from the last scale halved, where one was)."""
@@ -301,12 +302,14 @@ def _affordable_plan(
     data: ProgramData, cols: Columns, scale: float, partition: list[tuple[str, ...]] | None = None
 ) -> tuple[float, list[Cheapest], AlonePlan] | None:
     """The arithmetic plan at this scale of the demand, with the cheapest configs it is made
-    of, where the budget affords it at its cheapest tiers (`_tiered_cost`); on the groups of
+    of, where the budget affords it at its cheapest tiers (`tiers.cheapest_tiers`); on the groups of
     `partition` alone where given."""
     program = dataclasses.replace(data.at_scale(scale), budget_per_hour=None)
     cheapest = _cheapest_by_period(program, cols, groups=partition)
     alone = _alone_plan(program, cheapest, None if partition is None else [partition])
-    if alone is None or _tiered_cost(program, alone.replicas) > data.budget_per_hour * (1 + 1e-9):
+    if alone is None or cheapest_tiers(
+        program, alone.replicas
+    ).cost_per_hour > data.budget_per_hour * (1 + 1e-9):
         return None
     return scale, cheapest, alone
 
@@ -380,34 +383,6 @@ def _merged_partition(
             groups = [model]
         partition += groups
     return partition
-
-
-def _tiered_cost(data: ProgramData, replicas: dict[tuple[int, int], int]) -> float:
-    """$/h of a plan of these replicas, in whole nodes, each GPU type's fleet at the tiers that
-    cost least for the reserved GPUs R it keeps, the cheapest R of 0 up to its largest fleet:
-    in each period the larger of its need and R in service, as much spot beyond R as the spot
-    fraction allows, the rest on demand (more GPUs in service could allow more spot: this is a
-    plan's cost, not always the least). On demand throughout without tiers. The arithmetic plan
-    pays on demand, which with tiers undersells what a budget buys (docs/benchmarks.md)."""
-    weights = np.array([p.hours for p in data.periods]) / data.total_hours
-    need = {g.name: np.zeros(len(data.periods)) for g in data.gpus}
-    for (k, t), n in replicas.items():
-        need[data.configs[k].gpu][t] += n * data.configs[k].tp
-    tiers, total = data.tiers, 0.0
-    for market in data.gpus:
-        size = market.gpus_per_node or 1
-        fleet = np.ceil(need[market.name] / size) * size
-        if tiers is None:
-            total += market.price_per_gpu_hour * float(fleet @ weights)
-            continue
-        reserved = np.arange(int(fleet.max()) + 1, dtype=float)[:, None]
-        in_service = np.maximum(fleet, np.ceil(reserved / size) * size)
-        spot = np.minimum(np.floor(tiers.spot_max_fraction * in_service), in_service - reserved)
-        on_demand = in_service - reserved - spot
-        paid = (on_demand + tiers.spot_price_factor * spot) @ weights
-        cheapest = (tiers.reserved_price_factor * reserved[:, 0] + paid).min()
-        total += market.price_per_gpu_hour * float(cheapest)
-    return total
 
 
 def _scale_bound(

@@ -16,6 +16,7 @@ so alpha is compared at that tolerance.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import math
@@ -31,13 +32,16 @@ from fleetopt import pipeline
 from fleetopt.catalog import resolve
 from fleetopt.cli import main
 from fleetopt.configs import enumerate_configs
+from fleetopt.formulation import build_model
+from fleetopt.formulation.blocks import finish
 from fleetopt.formulation.model import replica_bounds
 from fleetopt.formulation.sizing import columns, replicas_alone
+from fleetopt.formulation.tiers import cheapest_tiers
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet, program_data
 from fleetopt.presolve import _affordable, presolve
 from fleetopt.report.text import summary_lines
-from fleetopt.solve import SolveOptions
+from fleetopt.solve import SolveOptions, run_highs
 from fleetopt.verify import verify
 
 GAP = 1e-4
@@ -288,7 +292,9 @@ def test_the_cheapest_fleet_at_the_scale_may_use_configs_the_throughput_plan_doe
     """The cost-mode solve at the scale found was held to the throughput plan's configs: on
     this instance (fuzz seed 181: two models, disaggregated, a period without demand) they
     cost 9.13 $/h where a fleet on other configs serves the same scale for 7.61. It now also
-    has the configs the cost-mode presolve chose its incumbent among."""
+    has the configs the cost-mode presolve chose its incumbent among; its two periods apart
+    (no tiers; the budget row dropped, which holds by itself), cost mode's own solve, block by
+    block, on every config."""
     path = Path(__file__).parent / "data" / "budget_cheapest_on_other_configs.yaml"
     data = yaml.safe_load(path.read_text())
     plan = solve(data)  # verified by plan_fleet
@@ -325,10 +331,10 @@ def test_a_time_limited_throughput_solve_keeps_the_scale_arithmetic_affords():
 
 def test_solve_seconds_are_the_solves_wall_clock(monkeypatch):
     """`solve_seconds` is the time from the configs to the plan: here the throughput solve
-    and the cheapest fleet at its scale after it (`pipeline.solve_program` twice). It added up
-    HiGHS's seconds in each block, leaving out presolves and what came after (3.5 s read on a
-    24-s throughput solve of the large benchmark instance)."""
-    path = Path(__file__).parent / "data" / "budget_one_block_of_tiers.yaml"
+    and the cheapest fleet at its scale after it (`pipeline.solve_program` twice, within the
+    limit). It added up HiGHS's seconds in each block, leaving out presolves and what came
+    after (3.5 s read on a 24-s throughput solve of the large benchmark instance)."""
+    path = Path(__file__).parent / "data" / "budget_cheapest_on_other_configs.yaml"
     instance = parse_instance(yaml.safe_load(path.read_text()))
     solving = pipeline.solve_program
     spent = []
@@ -342,9 +348,43 @@ def test_solve_seconds_are_the_solves_wall_clock(monkeypatch):
 
     monkeypatch.setattr(pipeline, "solve_program", timed)
     began = time.perf_counter()
-    plan = plan_fleet(instance, SolveOptions(time_limit=2.0))
+    plan = plan_fleet(instance, SolveOptions(time_limit=60.0))
     assert len(spent) == 2
     assert sum(spent) <= plan.solve_seconds <= time.perf_counter() - began
+
+
+def test_a_throughput_plan_left_no_time_for_its_cheapest_fleet_keeps_only_the_gpus_it_uses():
+    """Where the limit is spent before the cost-mode solve at the scale, the throughput plan's
+    GPUs are trimmed to what its replicas need, at the tiers that cost least: HiGHS may stop
+    on a plan with idle GPUs below the budget. Here three idle GPUs of each type in every
+    period, on a plan of four periods with reserved and spot tiers (a 2-s solve's)."""
+    path = Path(__file__).parent / "data" / "budget_one_block_of_tiers.yaml"
+    resolved = resolve(parse_instance(yaml.safe_load(path.read_text())))
+    data = program_data(resolved, enumerate_configs(resolved))
+    solved = pipeline.solve_program(data, SolveOptions(time_limit=2.0))
+    plan = solved.solution
+    padded = copy.deepcopy(plan)
+    for key in padded.gpus:
+        padded.gpus[key] += 3
+        padded.on_demand[key] += 3
+    finish(padded, data)
+    assert padded.cost_per_hour > plan.cost_per_hour
+    spent = time.perf_counter() - 2.0
+    padded_solved = dataclasses.replace(solved, solution=padded)
+    trimmed = pipeline._cheapest_at_scale(data, padded_solved, SolveOptions(time_limit=1.0), spent)
+    replicas = {key: round(n) for key, n in plan.x.items() if round(n)}
+    fleet = cheapest_tiers(data, replicas)
+    assert fleet.cost_per_hour <= plan.cost_per_hour * (1 + 1e-9)
+    assert trimmed.solution.cost_per_hour == pytest.approx(fleet.cost_per_hour, rel=1e-12)
+    assert trimmed.solution.x == plan.x and trimmed.solution.alpha == plan.alpha
+    model = build_model(data)  # the program holds the trimmed plan at the same scale
+    model.alpha.fix(plan.alpha * (1 - 1e-9))
+    for (k, t), var in model.x.items():
+        var.fix(round(plan.x.get((k, t), 0.0)))
+    for name in ("gpus", "reserved", "on_demand", "spot"):
+        for key, value in getattr(trimmed.solution, name).items():
+            getattr(model, name)[key].fix(value)
+    assert run_highs(model, SolveOptions()).status == "optimal"
 
 
 def test_a_pool_sized_to_the_programs_curve_passes_verify():

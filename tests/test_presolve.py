@@ -27,6 +27,7 @@ from fleetopt.formulation.blocks import independent_blocks
 from fleetopt.formulation.data import GpuMarket, Period, ProgramData, Tiers
 from fleetopt.formulation.model import replica_bounds
 from fleetopt.formulation.sizing import columns
+from fleetopt.formulation.tiers import cheapest_tiers
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import block_result, plan_fleet, program_data, solve_program
 from fleetopt.presolve import (
@@ -38,7 +39,6 @@ from fleetopt.presolve import (
     _cheapest_option,
     _edge,
     _merged_partition,
-    _tiered_cost,
     _with_broken_orders,
     presolve,
 )
@@ -160,8 +160,14 @@ def test_the_arithmetic_plans_tiers_by_hand():
     periods = [Period(1.0, 1.0), Period(0.5, 1.0)]
     data = ProgramData([], [config], [market], periods=periods, tiers=Tiers(0.6, 0.35, 0.25))
     plan = {(0, 0): 4, (0, 1): 2}
-    assert _tiered_cost(data, plan) == pytest.approx(1.875)
-    assert _tiered_cost(dataclasses.replace(data, tiers=None), plan) == pytest.approx(3.0)
+    fleet = cheapest_tiers(data, plan)
+    assert fleet.cost_per_hour == pytest.approx(1.875)
+    assert fleet.gpus == {("a", 0): 4, ("a", 1): 2} and fleet.reserved == {"a": 2}
+    assert fleet.spot == {("a", 0): 1, ("a", 1): 0}
+    assert fleet.on_demand == {("a", 0): 1, ("a", 1): 0}
+    on_demand = cheapest_tiers(dataclasses.replace(data, tiers=None), plan)
+    assert on_demand.cost_per_hour == pytest.approx(3.0) and on_demand.gpus == fleet.gpus
+    assert not on_demand.reserved and not on_demand.spot
 
 
 TWO_MODELS = {"second_model": "mistral-7b"}
@@ -174,7 +180,8 @@ def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     """The presolve cuts by the arithmetic plan's objective and, short of time, starts HiGHS
     from its replicas: held at them (capped at the replica bounds where classes pool), the
     program has a plan no dearer than that objective, nor than its cost at the tiers
-    `_tiered_cost` picks (throughput mode's test of what a budget affords)."""
+    `cheapest_tiers` picks (throughput mode's test of what a budget affords); with the GPUs in
+    service and by tier held at that pick too, the same plan at that cost."""
     if limits in LIMITS:
         data = _program(seeded_instance(seed, LIMITS[limits]))
     else:  # one block of both models, as in throughput mode
@@ -190,9 +197,14 @@ def test_the_arithmetic_plan_is_a_plan_of_the_program(seed, limits):
     outcome = run_highs(model, EXACT)
     assert outcome.status == "optimal"
     assert outcome.objective <= alone.objective * (1 + 1e-9)
-    tiered = _tiered_cost(data, alone.replicas)
-    assert pyo.value(model.cost_per_hour) <= tiered * (1 + 1e-9)
-    assert tiered <= alone.objective
+    tiered = cheapest_tiers(data, alone.replicas)
+    assert pyo.value(model.cost_per_hour) <= tiered.cost_per_hour * (1 + 1e-9)
+    assert tiered.cost_per_hour <= alone.objective
+    for name in ("gpus", "reserved", "on_demand", "spot"):
+        for key, value in getattr(tiered, name).items():
+            getattr(model, name)[key].fix(value)
+    assert run_highs(model, EXACT).status == "optimal"
+    assert pyo.value(model.cost_per_hour) == pytest.approx(tiered.cost_per_hour, rel=1e-9)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -240,7 +252,9 @@ def test_classes_merged_greedily_are_a_plan_no_dearer_than_each_alone(seed):
     for (k, t), var in model.x.items():
         var.fix(min(merged.replicas.get((k, t), 0), model.replica_bound[k, t]))
     assert run_highs(model, EXACT).status == "optimal"
-    assert pyo.value(model.cost_per_hour) <= _tiered_cost(program, merged.replicas) * (1 + 1e-9)
+    assert pyo.value(model.cost_per_hour) <= cheapest_tiers(
+        program, merged.replicas
+    ).cost_per_hour * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])

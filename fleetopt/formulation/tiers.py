@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
 import pyomo.core as pyo
 
 from fleetopt.formulation.data import ProgramData
@@ -32,3 +36,53 @@ def period_cost(m: pyo.ConcreteModel, data: ProgramData, t: int):
     return sum(
         price[g] * (rho * m.reserved[g] + m.on_demand[g, t] + sigma * m.spot[g, t]) for g in m.G
     )
+
+
+@dataclass(frozen=True)
+class TieredFleet:
+    """GPUs in service and by tier for a plan's replicas (`cheapest_tiers`), keyed as the
+    program's variables (`reserved`, `on_demand` and `spot` empty without tiers)."""
+
+    gpus: dict[tuple[str, int], float]
+    reserved: dict[str, float]
+    on_demand: dict[tuple[str, int], float]
+    spot: dict[tuple[str, int], float]
+    cost_per_hour: float
+
+
+def cheapest_tiers(data: ProgramData, replicas: dict[tuple[int, int], int]) -> TieredFleet:
+    """The GPUs these replicas need, in whole nodes, each GPU type's fleet at the tiers that
+    cost least for the reserved GPUs R it keeps, the cheapest R of 0 up to its largest fleet:
+    in each period the larger of its need and R in service, as much spot beyond R as the spot
+    fraction allows, the rest on demand (more GPUs in service could allow more spot: this is a
+    plan's cost, not always the least). On demand throughout without tiers. Arithmetic for
+    plans found without a program's GPU rows: the presolve's, priced as a budget buys them
+    (on demand they undersell it, docs/benchmarks.md), and a throughput plan's GPUs trimmed
+    to its replicas (pipeline)."""
+    periods = range(len(data.periods))
+    weights = np.array([p.hours for p in data.periods]) / data.total_hours
+    need = {g.name: np.zeros(len(data.periods)) for g in data.gpus}
+    for (k, t), n in replicas.items():
+        need[data.configs[k].gpu][t] += n * data.configs[k].tp
+    tiers, total = data.tiers, 0.0
+    fleet = TieredFleet({}, {}, {}, {}, 0.0)
+    for market in data.gpus:
+        g, size = market.name, market.gpus_per_node or 1
+        in_service = np.ceil(need[g] / size) * size
+        fleet.gpus.update({(g, t): float(in_service[t]) for t in periods})
+        if tiers is None:
+            total += market.price_per_gpu_hour * float(in_service @ weights)
+            continue
+        reserved = np.arange(int(in_service.max()) + 1, dtype=float)[:, None]
+        serving = np.maximum(in_service, np.ceil(reserved / size) * size)
+        spot = np.minimum(np.floor(tiers.spot_max_fraction * serving), serving - reserved)
+        on_demand = serving - reserved - spot
+        paid = (on_demand + tiers.spot_price_factor * spot) @ weights
+        costs = tiers.reserved_price_factor * reserved[:, 0] + paid
+        best = int(np.argmin(costs))
+        total += market.price_per_gpu_hour * float(costs[best])
+        fleet.gpus.update({(g, t): float(serving[best, t]) for t in periods})
+        fleet.reserved[g] = float(best)
+        fleet.on_demand.update({(g, t): float(on_demand[best, t]) for t in periods})
+        fleet.spot.update({(g, t): float(spot[best, t]) for t in periods})
+    return dataclasses.replace(fleet, cost_per_hour=total)
