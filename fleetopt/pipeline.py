@@ -656,8 +656,8 @@ def _cheapest_at_scale(
     on every config, block by block, each block choosing its configs (the medium benchmark
     instance, `--budget 150 --time-limit 20`: 141.61 $/h, where the configs the presolve of
     the whole program chose gave 149.88 in 15.6 s, its LP built in 10.4 s and then out of
-    time), where the time left lets each block answer (LATE_SECONDS a block: the large
-    benchmark instance's 138 blocks took 9 s under a limit of 1 s). Elsewhere the presolve
+    time), where the time left lets each block answer (LATE_SECONDS a block over the workers:
+    the large benchmark instance's 138 blocks took 9 s under a limit of 1 s). Elsewhere the presolve
     that chooses configs has half of what is left of the time limit (counted from `began`),
     the solve the rest. Where the limit is spent already, or too little of it is left for the
     blocks, no solve: the plan's GPUs are trimmed to what its replicas need (`_trimmed`)."""
@@ -705,6 +705,7 @@ serves, the share of the presolve that chooses the configs it may use."""
 
 
 def _share(options: SolveOptions, share: float) -> SolveOptions:
+    """The options with this share of their time limit."""
     if options.time_limit is None:
         return options
     return dataclasses.replace(options, time_limit=share * options.time_limit)

@@ -279,10 +279,11 @@ def _affordable(
     data: ProgramData, cols: Columns, out_of_time: Callable[[], bool]
 ) -> tuple[float, list[Cheapest], AlonePlan] | None:
     """The largest scale of the demand, up to the supported limit, whose arithmetic plan the
-    budget affords at its cheapest tiers (`tiers.cheapest_tiers`), with that plan (`_alone_plan`) and
-    the cheapest configs it is made of; None where it affords none. An arithmetic plan's cost
-    never falls as the demand grows (each class's replicas alone do not): from 1, halved until
-    the budget affords it, then `_edge` (from the last scale halved, where one was)."""
+    budget affords at its cheapest tiers (`tiers.cheapest_tiers`), with that plan
+    (`_alone_plan`) and the cheapest configs it is made of; None where it affords none. An
+    arithmetic plan's cost never falls as the demand grows (each class's replicas alone do
+    not): from 1, halved until the budget affords it, then `_edge` (from the last scale halved,
+    where one was)."""
 
     def plan_at(scale: float) -> tuple[float, list[Cheapest], AlonePlan] | None:
         return _affordable_plan(data, cols, scale)
@@ -302,14 +303,14 @@ def _affordable_plan(
     data: ProgramData, cols: Columns, scale: float, partition: list[tuple[str, ...]] | None = None
 ) -> tuple[float, list[Cheapest], AlonePlan] | None:
     """The arithmetic plan at this scale of the demand, with the cheapest configs it is made
-    of, where the budget affords it at its cheapest tiers (`tiers.cheapest_tiers`); on the groups of
-    `partition` alone where given."""
+    of, where the budget affords it at its cheapest tiers (`tiers.cheapest_tiers`); on the
+    groups of `partition` alone where given."""
     program = dataclasses.replace(data.at_scale(scale), budget_per_hour=None)
     cheapest = _cheapest_by_period(program, cols, groups=partition)
     alone = _alone_plan(program, cheapest, None if partition is None else [partition])
-    if alone is None or cheapest_tiers(
-        program, alone.replicas
-    ).cost_per_hour > data.budget_per_hour * (1 + 1e-9):
+    if alone is None:
+        return None
+    if cheapest_tiers(program, alone.replicas).cost_per_hour > data.budget_per_hour * (1 + 1e-9):
         return None
     return scale, cheapest, alone
 

@@ -102,8 +102,9 @@ without raising the bound. Without them the same plans are proved 1.5-3x sooner
 
 
 HIGHS_SECONDS = 1.0
-"""The least of a time limit HiGHS keeps after the model is handed over (`run_highs`): enough
-to complete a start on the restricted programs of the scale benchmark's instances."""
+"""The least of a time limit HiGHS keeps after the model is handed over (`run_highs`): the
+restricted programs of the scale benchmark's throughput solves complete their starts in it."""
+
 FEASIBLE = 2
 """HiGHS's `primal_solution_status` of a feasible point (0: none, 1: infeasible)."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,11 +64,11 @@ def cheapest_tiers(data: ProgramData, replicas: dict[tuple[int, int], int]) -> T
     for (k, t), n in replicas.items():
         need[data.configs[k].gpu][t] += n * data.configs[k].tp
     tiers, total = data.tiers, 0.0
-    fleet = TieredFleet({}, {}, {}, {}, 0.0)
+    gpus, reserved_gpus, on_demand_gpus, spot_gpus = {}, {}, {}, {}
     for market in data.gpus:
         g, size = market.name, market.gpus_per_node or 1
         in_service = np.ceil(need[g] / size) * size
-        fleet.gpus.update({(g, t): float(in_service[t]) for t in periods})
+        gpus.update({(g, t): float(in_service[t]) for t in periods})
         if tiers is None:
             total += market.price_per_gpu_hour * float(in_service @ weights)
             continue
@@ -81,8 +80,8 @@ def cheapest_tiers(data: ProgramData, replicas: dict[tuple[int, int], int]) -> T
         costs = tiers.reserved_price_factor * reserved[:, 0] + paid
         best = int(np.argmin(costs))
         total += market.price_per_gpu_hour * float(costs[best])
-        fleet.gpus.update({(g, t): float(serving[best, t]) for t in periods})
-        fleet.reserved[g] = float(best)
-        fleet.on_demand.update({(g, t): float(on_demand[best, t]) for t in periods})
-        fleet.spot.update({(g, t): float(spot[best, t]) for t in periods})
-    return dataclasses.replace(fleet, cost_per_hour=total)
+        gpus.update({(g, t): float(serving[best, t]) for t in periods})
+        reserved_gpus[g] = float(best)
+        on_demand_gpus.update({(g, t): float(on_demand[best, t]) for t in periods})
+        spot_gpus.update({(g, t): float(spot[best, t]) for t in periods})
+    return TieredFleet(gpus, reserved_gpus, on_demand_gpus, spot_gpus, total)
