@@ -641,26 +641,29 @@ def _cheapest_at_scale(
     """The cheapest fleet that serves the demand scale the budget buys. The throughput
     objective weighs cost at 1e-6/budget, far below any gap, so HiGHS stops with any fleet
     that reaches the scale, GPUs no pool uses included (a fuzz instance with pricing: 9.8M $/h
-    of a 1e7 budget where 172 serve the same). The program is solved again in cost mode, the
-    budget a row, every class at that scale: at the supported limit where alpha came within the
-    gap of it (the budget buys more than the queueing models are tested at), on every config;
-    else at alpha, on the configs the throughput plan uses and those the cost-mode presolve
-    chose its incumbent among (its LP's over every config and the cheapest alone: fuzz seed
-    181's throughput plan, on its own configs, cost 20% more than one on others at the same
-    scale). On every config, at the largest scale the caps allow, cost mode is a hard search
-    for any fleet: two-model-fleet 9 → 57 s for 0.9%. The plan keeps alpha's bound and gap (at
-    the limit: the limit itself, gap 0); where that solve finds no cheaper fleet in the time
-    left, the throughput plan stands. Below the limit the budget row holds by itself (only a
-    cheaper fleet is kept), and without it a program of several models or periods (without
-    tiers) falls apart into blocks (formulation/blocks.py): there the cost-mode solve itself,
-    on every config, block by block, each block choosing its configs (the medium benchmark
-    instance, `--budget 150 --time-limit 20`: 141.61 $/h, where the configs the presolve of
-    the whole program chose gave 149.88 in 15.6 s, its LP built in 10.4 s and then out of
-    time), where the time left lets each block answer (LATE_SECONDS a block over the workers:
-    the large benchmark instance's 138 blocks took 9 s under a limit of 1 s). Elsewhere the presolve
-    that chooses configs has half of what is left of the time limit (counted from `began`),
-    the solve the rest. Where the limit is spent already, or too little of it is left for the
-    blocks, no solve: the plan's GPUs are trimmed to what its replicas need (`_trimmed`)."""
+    of a 1e7 budget where 172 serve the same). The program is solved again in cost mode, every
+    class at that scale, within what is left of the time limit (counted from `began`):
+
+    - at the supported limit where alpha came within the gap of it (the budget buys more than
+      the queueing models are tested at), on every config, the budget a row; at the largest
+      scale the caps allow that is a hard search for any fleet (two-model-fleet 9 → 57 s for
+      0.9%). The plan reports the limit, gap 0.
+    - else at alpha, where only a cheaper fleet is kept, so the budget holds without its row.
+      Without it a program of several models or periods (no tiers) falls apart into blocks
+      (formulation/blocks.py): there cost mode's own solve, on every config, block by block,
+      each block choosing its configs, where the time left lets each answer (LATE_SECONDS a
+      block over the workers: the large benchmark instance's 138 blocks took 9 s under a
+      limit of 1 s). One presolve of the whole program, choosing the configs instead, built
+      its LP in 10.4 s on the medium benchmark instance (`--budget 150 --time-limit 20`) and
+      ran out of time: 149.88 $/h, where the blocks give 141.61.
+    - in one block, on the configs the throughput plan uses and those the cost-mode presolve
+      chose its incumbent among, in half of the time left (its LP's over every config and the
+      cheapest alone: fuzz seed 181's throughput plan, on its own configs, cost 20% more than
+      one on others at the same scale).
+
+    Where the limit is spent already, or leaves the blocks too little, nothing is solved: the
+    plan's GPUs are trimmed to what its replicas need (`_trimmed`). Below the limit the plan
+    keeps alpha's bound and gap; where no cheaper fleet is found, the throughput plan stands."""
     if time_spent(options, began):
         return _trimmed(data, solved)
     left = (
