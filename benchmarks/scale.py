@@ -2,7 +2,7 @@
 
     python benchmarks/scale.py [--sizes typical,medium,large] [--mip-gap 0.005] [--time-limit 600]
                                [--seed 0 | --seeds 0-11] [--jobs N] [--no-cli] [--pricing] [--whole]
-                               [--highs-seed S] [--presolve-rounds R]
+                               [--highs-seed S] [--presolve-rounds R] [--budget B]
 
 Every instance allows tp 1/2/4/8 and both serving modes. Prints per size: configs (after
 dominated ones are dropped), kept (left after the presolve, summed over blocks), blocks
@@ -21,7 +21,11 @@ how many met the issue's end-to-end target (`TARGETS`), or with `--no-cli` sums 
 totals: branch and bound time varies from one instance to the next by more than any single seed
 shows. `--highs-seed` (HiGHS's `random_seed`) and `--presolve-rounds` (fleetopt/presolve.py's
 MAX_ROUNDS) measure that variability and the presolve's rounds; they apply in process only, so
-they need `--no-cli`. Figures go to docs/benchmarks.md with the command.
+they need `--no-cli`. `--budget B` asks each instance for the most throughput B $/h buys
+(`objective: {maximize: throughput, budget_per_hour: B}`): the row's scale is the share of the
+demand served, its $/h and gap the throughput solve's (the in-process figures stop there; the
+end-to-end run includes the cheapest fleet at that scale after it). Figures go to
+docs/benchmarks.md with the command.
 """
 
 from __future__ import annotations
@@ -56,9 +60,19 @@ SIZES = {  # GPU types, models, classes, periods
 }
 
 
-def instance(name: str, gpus: int, models: int, classes: int, periods: int, seed: int, pricing):
+def instance(
+    name: str,
+    gpus: int,
+    models: int,
+    classes: int,
+    periods: int,
+    seed: int,
+    pricing: bool,
+    budget: float | None = None,
+):
     """Classes spread over the models, with seeded rates, lengths and SLOs; `periods` distinct
-    seeded demand levels (the hard case: no two periods merge)."""
+    seeded demand levels (the hard case: no two periods merge); the most throughput `budget`
+    buys, where given."""
     rng = random.Random(seed)
     workloads = [
         {
@@ -81,6 +95,8 @@ def instance(name: str, gpus: int, models: int, classes: int, periods: int, seed
     if periods > 1:
         levels = [round(rng.uniform(0.25, 1.0), 3) for _ in range(periods)]
         data["demand_profile"] = {"period_hours": 1, "multipliers": levels}
+    if budget is not None:
+        data["objective"] = {"maximize": "throughput", "budget_per_hour": budget}
     if pricing:
         data["pricing"] = {
             "reserved_price_factor": 0.6,
@@ -113,6 +129,7 @@ def measure(data: dict, options: SolveOptions, whole: bool) -> dict:
         "gap": o.gap,
         "status": o.status,
         "cost": None if solved.solution is None else solved.solution.cost_per_hour,
+        "scale": None if solved.solution is None else solved.solution.alpha,
     }
 
 
@@ -173,6 +190,7 @@ def main() -> None:
     parser.add_argument("--whole", action="store_true", help="one model, no blocks")
     parser.add_argument("--highs-seed", type=int, default=0, help="HiGHS's random_seed")
     parser.add_argument("--presolve-rounds", type=int, help="presolve.MAX_ROUNDS instead")
+    parser.add_argument("--budget", type=float, help="most throughput for B $/h, not least cost")
     args = parser.parse_args()
     if (args.highs_seed or args.presolve_rounds is not None) and not args.no_cli:
         parser.error("--highs-seed and --presolve-rounds apply in process only: add --no-cli")
@@ -185,12 +203,13 @@ def main() -> None:
         f"{'size':<8} {'seed':>4} {'configs':>7} {'kept':>6} {'blocks':>6} {'vars':>8} "
         f"{'rows':>8} {'enum s':>7} {'pre s':>7} {'build s':>7} {'hand s':>7} {'solve s':>8} "
         f"{'total s':>8} {'build%':>6} {'gap':>7} {'status':<8} {'$/h':>9} {'cli s':>7}"
+        + (f" {'scale':>7}" if args.budget is not None else "")
     )
     print(header)
     for size in args.sizes.split(","):
         ends, totals = [], []
         for seed in args.seeds or [args.seed]:
-            data = instance(size, *SIZES[size], seed=seed, pricing=args.pricing)
+            data = instance(size, *SIZES[size], seed, args.pricing, args.budget)
             r = measure(data, options, args.whole)
             totals.append(r["total"])
             stages = sum(r[stage] for stage in ("enum", "presolve", "build", "handoff", "solve"))
@@ -200,6 +219,8 @@ def main() -> None:
             if not args.no_cli:
                 ends.append(cli_seconds(data, options))
             cli = f"{ends[-1]:.2f}" if ends else "-"
+            if args.budget is not None:
+                cli += " " + ("-" if r["scale"] is None else f"{r['scale']:.4f}").rjust(7)
             print(
                 f"{size:<8} {seed:>4} {r['configs']:>7} {r['kept']:>6} {r['blocks']:>6} "
                 f"{r['vars']:>8} {r['rows']:>8} {r['enum']:>7.2f} {r['presolve']:>7.2f} "
