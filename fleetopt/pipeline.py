@@ -47,7 +47,9 @@ from fleetopt.solve import (
     SolveOptions,
     builds_in_time,
     run_highs,
+    seconds_left,
     time_left,
+    time_share,
     time_spent,
 )
 from fleetopt.verify import verify
@@ -666,9 +668,7 @@ def _cheapest_at_scale(
     keeps alpha's bound and gap; where no cheaper fleet is found, the throughput plan stands."""
     if time_spent(options, began):
         return _trimmed(data, solved)
-    left = (
-        None if options.time_limit is None else options.time_limit - (time.perf_counter() - began)
-    )
+    left = seconds_left(options, began)
     options = time_left(options, began)
     started = time.perf_counter()
     limit = data.demand_scale_limit
@@ -684,7 +684,7 @@ def _cheapest_at_scale(
             return _trimmed(data, solved)
         program = unbudgeted
     elif not at_limit:
-        presolved = presolve(program, _share(options, CHOOSING_SHARE)).incumbent
+        presolved = presolve(program, time_share(options, CHOOSING_SHARE)).incumbent
         chosen = set() if presolved is None else set(presolved.configs)
         used = sorted({k for (k, _), n in solved.solution.x.items() if n > 0.5} | chosen)
         program = program.restricted(used, bounds={})
@@ -707,18 +707,12 @@ CHOOSING_SHARE = 0.5
 serves, the share of the presolve that chooses the configs it may use."""
 
 
-def _share(options: SolveOptions, share: float) -> SolveOptions:
-    """The options with this share of their time limit."""
-    if options.time_limit is None:
-        return options
-    return dataclasses.replace(options, time_limit=share * options.time_limit)
-
-
 def _trimmed(data: ProgramData, solved: Solved) -> Solved:
     """The throughput plan with its GPUs trimmed to what its replicas need, at the tiers that
     cost least (`tiers.cheapest_tiers`), where it is cheaper: HiGHS stops on the scale, its
     GPU counts free below the budget (a plan's GPUs no pool uses, the cost's weight far below
-    the gap). Arithmetic, for a limit spent before the cost-mode solve at the scale."""
+    the gap). Arithmetic, where the limit is spent, or leaves too little, before the cost-mode
+    solve at the scale."""
     solution = solved.solution
     replicas = {key: round(n) for key, n in solution.x.items() if round(n)}
     fleet = cheapest_tiers(data, replicas)

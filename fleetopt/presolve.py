@@ -71,6 +71,7 @@ from fleetopt.solve import (
     builds_in_time,
     run_highs,
     time_left,
+    time_share,
     time_spent,
 )
 
@@ -271,7 +272,7 @@ def _bound_time(options: SolveOptions, began: float) -> SolveOptions:
     left = time_left(options, began)
     if options.time_limit is None:
         return left
-    share = BOUND_TIME_SHARE * options.time_limit
+    share = time_share(options, BOUND_TIME_SHARE).time_limit
     return dataclasses.replace(left, time_limit=min(left.time_limit, share))
 
 
@@ -647,7 +648,7 @@ def _restricted(
     values = ComponentMap((var, 0.0) for var in model.x.values())
     for (k, t), n in start.items():  # more than the bound only where classes pool (`_alone_plan`)
         values[model.x[local[k], t]] = float(min(n, model.replica_bound[local[k], t]))
-    limit = None if options.time_limit is None else options.time_limit * RESTRICTED_TIME_SHARE
+    limit = time_share(options, RESTRICTED_TIME_SHARE).time_limit
     if start and limit is not None:
         limit = max(limit, START_SECONDS)
     solve = dataclasses.replace(options, time_limit=limit, verbose=False)

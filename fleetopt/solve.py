@@ -46,12 +46,26 @@ def time_spent(options: SolveOptions, began: float) -> bool:
     return options.time_limit is not None and time.perf_counter() - began >= options.time_limit
 
 
+def seconds_left(options: SolveOptions, began: float) -> float | None:
+    """What is left of the time limit since `began` (negative once spent; None: no limit)."""
+    if options.time_limit is None:
+        return None
+    return options.time_limit - (time.perf_counter() - began)
+
+
 def time_left(options: SolveOptions, began: float) -> SolveOptions:
     """The options with what is left of the time limit since `began`, at least a second."""
+    left = seconds_left(options, began)
+    if left is None:
+        return options
+    return dataclasses.replace(options, time_limit=max(left, 1.0))
+
+
+def time_share(options: SolveOptions, share: float) -> SolveOptions:
+    """The options with this share of their time limit."""
     if options.time_limit is None:
         return options
-    left = max(options.time_limit - (time.perf_counter() - began), 1.0)
-    return dataclasses.replace(options, time_limit=left)
+    return dataclasses.replace(options, time_limit=share * options.time_limit)
 
 
 USED = 1e-7
@@ -69,10 +83,8 @@ def builds_in_time(columns: int, options: SolveOptions, began: float) -> bool:
     within what is left of the time limit since `began`, or the second a solve always gets:
     one block of every config and period (throughput mode on the large benchmark instance)
     took minutes to build, then ran out of memory, under a limit of 20 s."""
-    if options.time_limit is None:
-        return True
-    left = max(options.time_limit - (time.perf_counter() - began), 1.0)
-    return columns * BUILD_SECONDS_PER_COLUMN <= left
+    left = seconds_left(options, began)
+    return left is None or columns * BUILD_SECONDS_PER_COLUMN <= max(left, 1.0)
 
 
 @dataclass(frozen=True)
