@@ -63,14 +63,25 @@ def test_expansion_is_the_shortest_within_one_percent(w, tail, u):
 @pytest.mark.parametrize(
     ("w", "tail"), [(w, tail) for w, tail, _ in CASES[::2]] + [(((1.0, 0.02),), 0.001)]
 )
-def test_pool_loads_from_warm_brackets_are_erlang_c_roots(w, tail):
-    """f(n) grown from the last two values' bracket is the same root as from [0, n]: feasible
-    (the wait tail within `tail`) and within 1e-9 of the cold search, for every n."""
+def test_pool_loads_from_warm_guesses_are_erlang_c_roots(w, tail):
+    """f(n) grown from the guess the last two values give is the same root as from n/2:
+    feasible (the wait tail within `tail`) and within 1e-9 of the cold search, for every n."""
     queue = (w, tail, 1.0)
     for n in range(1, 2 * MAX_EXPANSION):
         warm, cold = pool_load(n, queue), max_load(n, *queue)
         assert warm == pytest.approx(cold, rel=1e-9, abs=1e-12), n
         assert wait_tail(n, warm, w) <= tail * (1 + 1e-9), n
+
+
+@pytest.mark.parametrize(("w", "tail"), [(w, tail) for w, tail, _ in CASES[::2]])
+def test_max_load_is_the_largest_within_the_tail(w, tail):
+    """Newton's answer is the root itself: the tail holds at it (to rounding) and breaks 1e-8
+    above it."""
+    for n in (1, 2, 5, 17, 64, 200):
+        load = max_load(n, w, tail)
+        assert 0 < load < n, n
+        assert wait_tail(n, load, w) <= tail * (1 + 1e-12), n  # judged in logs
+        assert wait_tail(n, load * (1 + 1e-8), w) > tail, n
 
 
 def test_a_replica_at_the_ceiling_needs_no_expansion():
