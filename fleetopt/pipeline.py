@@ -510,7 +510,9 @@ def solve_block(
 ) -> SolvedBlock:
     """One block, presolved by an incumbent (fleetopt/presolve.py): the reduced program holds
     every plan no dearer than the incumbent, so its optimum is the block's. Where the presolve
-    spent the time limit (or `late`: none was left), its incumbent is the answer."""
+    spent the time limit (or `late`: none was left), or what is left would not see the
+    reduced program built and presolved by HiGHS (which stops for no limit while it
+    presolves), its incumbent is the answer."""
     began = time.perf_counter()
     presolved = presolve(block.data, options, late, cols, scaled)
     reduced = Block(presolved.data, [block.configs[k] for k in presolved.kept], block.periods)
@@ -520,7 +522,7 @@ def solve_block(
         incumbent.outcome.interrupted
         or late
         or time_spent(options, began)
-        or not builds_in_time(model_columns(reduced.data), options, began)
+        or not builds_in_time(model_columns(reduced.data), options, began, presolved=True)
     ):
         return _incumbent_answer(block, presolved, None, presolve_seconds)
     built = time.perf_counter()
