@@ -318,18 +318,22 @@ def block_result(
     own included), and at least BLOCK_SECONDS. One that starts with none left, or with less
     than BLOCK_SECONDS beyond LATE_SECONDS a later round, answers with its arithmetic plan
     (`presolve`, `late`): its LP would be cut short, and the later blocks need that much to
-    answer at all. `cols`: the block's `sizing.columns`, where the caller has them; `scaled`:
-    the configs its group's scaled LP uses at the block's level, where known (the presolve
+    answer at all, HiGHS improving on that plan no later than the deadline.
+    `cols`: the block's `sizing.columns`, where the caller has them; `scaled`: the configs its
+    group's scaled LP uses at the block's level, where known (the presolve
     consolidates on them)."""
-    late = False
+    late, solving = False, options
     if deadline is not None:
         left = deadline - time.monotonic()
         late = left <= 0 or (rounds > 1 and left - LATE_SECONDS * (rounds - 1) < BLOCK_SECONDS)
         share = max(left - BLOCK_SECONDS * (rounds - 1), BLOCK_SECONDS)
         options = dataclasses.replace(options, time_limit=share)
+        # A late block's HiGHS stops at the deadline (past it, it only completes the arithmetic
+        # plan: presolve.COMPLETE_SECONDS); a plan's routes are polished in the block's time.
+        solving = dataclasses.replace(options, time_limit=max(left, 0.0)) if late else options
     # A build allocates objects by the million: collect once, after (as Pyomo's writers do).
     with PauseGC():
-        solved = solve_block(block, options, late, cols, scaled)
+        solved = solve_block(block, solving, late, cols, scaled)
         values, outcome = None, solved.outcome
         if outcome.status not in ("infeasible", "no_solution"):
             outcome = polished(solved.model, outcome, options)

@@ -403,10 +403,20 @@ def test_the_scale_search_stops_at_the_time_limit_with_what_it_found():
     assert low <= 5.0 < high <= 8.0
 
 
-def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan():
+def test_a_time_limit_spent_before_any_block_starts_still_gives_a_verified_plan(monkeypatch):
+    """Blocks that start past the deadline ask HiGHS only to complete their arithmetic plans
+    (`COMPLETE_SECONDS`), and the plan is verified all the same."""
     instance = parse_instance(seeded_instance(0, TWO_PERIODS))
     optimum = plan_fleet(instance, EXACT).cost_per_hour
+    limits = []
+
+    def recorded(model, options, start=None):
+        limits.append(options.time_limit)
+        return run_highs(model, options, start)
+
+    monkeypatch.setattr(presolve_module, "run_highs", recorded)
     hurried = plan_fleet(instance, SolveOptions(time_limit=1e-12))  # verified, or it raises
+    assert limits and all(limit == presolve_module.COMPLETE_SECONDS for limit in limits)
     assert hurried.status == "feasible"
     assert hurried.objective_bound <= optimum * (1 + 1e-9) <= hurried.cost_per_hour * (1 + 2e-9)
 
