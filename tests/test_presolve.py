@@ -363,7 +363,7 @@ def test_a_program_too_large_to_build_in_the_time_left_is_not_built(monkeypatch)
 
 def test_a_program_highs_could_not_presolve_in_the_time_left_is_not_handed_over(monkeypatch):
     """The medium benchmark instance's whole throughput program under a limit of 60 s: built
-    and handed over in 14 s, then HiGHS presolved it for 38 s of a 41-s share, which it does
+    and handed over, then HiGHS presolved it for 38 s of a 41-s share, which it does
     not interrupt. The last program is handed over only where the time left covers HiGHS's
     presolve too; else the presolve's incumbent answers (here every column's presolve is
     priced at an hour; the presolve's own LP, which HiGHS does not presolve so, is built)."""

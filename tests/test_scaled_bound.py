@@ -245,8 +245,8 @@ def test_the_lp_generated_from_a_few_configs_is_the_lp_of_all(monkeypatch, seed)
     """Solved from the cheapest config of each class and side (at most two a class), adding
     those that pay at each round's duals, every level reaches the optimum of the LP solved on
     every config at once. Without the hull rows' rounds: the rows a level gets are those its
-    solution breaks, and the two LPs may stop at different optima of equal cost (seed 1's
-    peak level: 9.00861 against 9.00851 $/h with them, after a change of 6e-9 in its pooling
+    solution breaks, and two solutions of equal cost may break different rows (seed 1's peak
+    level ended at 9.00861 and 9.00851 $/h with them, after a change of 6e-9 in its pooling
     curves' increments)."""
     monkeypatch.setattr(scaled_bound, "HULL_ROUNDS", 0)
     data = _group(_program(seed))
