@@ -47,25 +47,6 @@ MAX_EXPANSION = 64
 program may use); beyond, replicas count at the tail rate, a lower bound while g is convex."""
 
 
-def erlang_c(servers: int, load: float) -> float:
-    """Probability that an arrival waits in M/M/n with offered load `load` (< servers)."""
-    if load <= 0:
-        return 0.0
-    if load >= servers:
-        return 1.0
-    blocking = _erlang_b(servers, load)
-    return servers * blocking / (servers - load * (1 - blocking))
-
-
-def _erlang_b(servers: int, load: float) -> float:
-    """Erlang B blocking by its stable recursion."""
-    blocking = 1.0
-    for k in range(1, servers + 1):
-        carried_now = load * blocking
-        blocking = carried_now / (k + carried_now)
-    return blocking
-
-
 def sure_misses(waits: Waits) -> float:
     """Share of requests with no time to wait: they miss even in an empty pool."""
     return sum(share for share, wait in waits if wait <= 0)
@@ -89,7 +70,10 @@ def _wait_tail(servers: int, waits: Waits, cv2: float) -> Callable[[float], tupl
             return 1.0, 0.0
         if load <= 0:
             return sure, 0.0
-        blocking = _erlang_b(n, load)
+        blocking = 1.0  # Erlang B by its stable recursion
+        for k in range(1, n + 1):
+            carried_now = load * blocking
+            blocking = carried_now / (k + carried_now)
         rest = n - load * (1 - blocking)
         waiting = n * blocking / rest
         blocking_slope = blocking * (n / load - 1 + blocking)
