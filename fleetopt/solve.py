@@ -94,9 +94,9 @@ def builds_in_time(
     (throughput mode on the large benchmark instance) took minutes to build, then ran out of
     memory, under a limit of 20 s; on the medium one, under a limit of 60 s, it was built and
     handed over, and HiGHS's presolve took 38 s of a 41-s share before it could stop."""
-    left = seconds_left(options, began)
+    left = time_left(options, began).time_limit
     per_column = BUILD_SECONDS_PER_COLUMN + (PRESOLVE_SECONDS_PER_COLUMN if presolved else 0.0)
-    return left is None or columns * per_column <= max(left, 1.0)
+    return left is None or columns * per_column <= left
 
 
 @dataclass(frozen=True)
