@@ -163,7 +163,9 @@ def progress(
             widest = max(widest, len(line))
             show("\r" + line)
 
-    ticker = threading.Thread(target=tick, daemon=True)
+    from fleetopt.workers import fork_safe_thread
+
+    ticker = fork_safe_thread(tick)
     ticker.start()
     try:
         yield

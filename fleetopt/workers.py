@@ -16,6 +16,8 @@ import pickle
 import signal
 import sys
 import threading
+import weakref
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -45,9 +47,23 @@ def worker_pool(
 def can_fork() -> bool:
     """Whether a worker may fork from this process: on Linux (macOS's system libraries, which
     numpy may use, are not fork-safe) and with no other thread running, which could hold a
-    lock the child would wait on forever. A solver's own threads do not count: the child runs
-    no solver."""
-    return sys.platform == "linux" and threading.active_count() == 1
+    lock the child would wait on forever, but those made by `fork_safe_thread`. A solver's own
+    threads do not count: the child runs no solver."""
+    others = [thread for thread in threading.enumerate() if thread not in _fork_safe]
+    return sys.platform == "linux" and len(others) == 1
+
+
+_fork_safe: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def fork_safe_thread(target: Callable[[], None]) -> threading.Thread:
+    """A daemon thread that `can_fork` does not count, for a target that takes no lock a forked
+    child could need: no imports, logging or buffered streams, only its own Event and
+    `os.write` (the elapsed-time display of `fleetopt solve` at a terminal, which had turned
+    the typical instance's enumeration from two forked workers to one process: docs/benchmarks.md)."""
+    thread = threading.Thread(target=target, daemon=True)
+    _fork_safe.add(thread)
+    return thread
 
 
 _shared: Any = None

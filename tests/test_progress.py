@@ -6,9 +6,13 @@ import os
 import pty
 import select
 import sys
+import threading
 import time
 
+import pytest
+
 from fleetopt.command_support import progress
+from fleetopt.workers import can_fork
 
 
 class _Terminal:
@@ -62,3 +66,22 @@ def test_progress_is_silent_off_a_terminal(capsys):
     with progress("working...", every_s=0.01):
         time.sleep(0.05)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers fork only on Linux")
+def test_the_display_leaves_workers_free_to_fork(monkeypatch):
+    """The ticker takes no lock a forked child could need, so enumeration still forks its
+    workers while it runs at a terminal; any other thread still stops that."""
+    seen: list[bool] = []
+
+    def run(_) -> None:
+        with progress("working...", every_s=0.05):
+            time.sleep(0.1)
+            seen.append(can_fork())
+            other = threading.Thread(target=time.sleep, args=(0.2,))
+            other.start()
+            seen.append(can_fork())
+            other.join()
+
+    _on_a_terminal(monkeypatch, run)
+    assert seen == [True, False]
