@@ -46,7 +46,8 @@ from fleetopt.catalog import resolve
 from fleetopt.configs import enumerate_configs
 from fleetopt.instance import parse_instance
 from fleetopt.pipeline import program_data, solve_program
-from fleetopt.solve import SolveOptions, default_jobs
+from fleetopt.solve import SolveOptions
+from fleetopt.workers import default_jobs
 
 GPUS = ["h100-sxm", "a100-80gb", "l40s", "h200", "l4", "a10g", "a100-40gb", "h100-pcie", "b200"]
 GPUS += ["mi300x"]

@@ -8,6 +8,7 @@ variable for it, and the reason is kept for the infeasibility explanation.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise, repeat
 
@@ -189,11 +190,15 @@ FORKED_FROM = 16
 which a part or two of work repays (docs/benchmarks.md)."""
 
 
-def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
+def enumerate_configs(
+    resolved: Resolved, jobs: int = 1, meanwhile: Callable[[], object] = lambda: None
+) -> ConfigSet:
     """Every config of the instance, dominated ones dropped, and why each class may not use the
     others. With `jobs` > 1 and FORKED_FROM (forked workers) or PARALLEL_FROM combinations or
     more, the parts (a model on a GPU type at one tp) are enumerated `jobs` at a time, one
-    worker process each (fleetopt/workers.py): the same configs in the same order either way."""
+    worker process each (fleetopt/workers.py): the same configs in the same order either way.
+    `meanwhile` runs in this process while the workers enumerate (after the parts without
+    them): `fleetopt solve` imports Pyomo and HiGHS then."""
     instance = resolved.instance
     classes = [request_class(w) for w in instance.workloads]
     parts = [
@@ -216,11 +221,14 @@ def enumerate_configs(resolved: Resolved, jobs: int = 1) -> ConfigSet:
     if jobs > 1:
         pool = worker_pool(jobs, forked=forked)
         try:
-            found = list(pool.map(_part_configs, repeat(resolved), *zip(*parts, strict=True)))
+            running = pool.map(_part_configs, repeat(resolved), *zip(*parts, strict=True))
+            meanwhile()
+            found = list(running)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     else:
         found = [_part_configs(resolved, *part) for part in parts]
+        meanwhile()
     configs: list[Config] = []
     rejections: dict[str, list[Rejection]] = {c.name: [] for c in classes}
     for part, rejected in found:

@@ -657,6 +657,12 @@ class Instance(Strict):
                 )
         return self
 
+    @property
+    def length_routed(self) -> bool:
+        """Whether some workload's lengths are data, split into length buckets before the
+        program is built (fleetopt/workload/routing.py)."""
+        return any(w.from_data for w in self.workloads)
+
 
 def _unique(field: str, names: list[str]) -> None:
     seen = {n for n in names if names.count(n) > 1}

@@ -68,7 +68,7 @@ def plan_fleet(
     """Cheapest fleet (or most throughput for the budget) that meets every target, verified.
     `enumerated`: the instance resolved and its configs, where the caller has them already."""
     options = options or SolveOptions()
-    if any(w.from_data for w in instance.workloads):  # split into length buckets first
+    if instance.length_routed:
         from fleetopt.workload.routing import plan_length_routing
 
         return plan_length_routing(instance, options, plan_fleet)

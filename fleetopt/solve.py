@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import threading
 import time
@@ -20,11 +19,6 @@ from pyomo.core.base.var import VarData
 
 from fleetopt.errors import Interrupted
 from fleetopt.handoff import INF, hand_off, matrix_highs
-
-
-def default_jobs() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ that run no solver (configs' enumeration) can fork from the caller itself, where
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import signal
 import sys
@@ -20,6 +21,11 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def worker_pool(

@@ -80,7 +80,8 @@ def test_plan_json_is_identical_across_processes_and_hash_seeds(tmp_path):
 def test_configs_enumerated_in_worker_processes_are_the_same(monkeypatch, forked):
     """Configs enumerated in worker processes (`jobs` > 1; a model on one GPU type at one tp
     each), forked from this process or from the forkserver, are the same configs,
-    coefficients and reasons, in the same order, as in this process."""
+    coefficients and reasons, in the same order, as in this process; `meanwhile` runs once
+    either way."""
     data = _instance()
     data["gpus"].append({"type": "a10g"})  # a GPU type the 70B-class model cannot use at tp 1
     data["models"].append({"name": "llama-3.1-70b"})
@@ -96,8 +97,13 @@ def test_configs_enumerated_in_worker_processes_are_the_same(monkeypatch, forked
         return worker_pool(jobs, forked=forked)
 
     monkeypatch.setattr(configs, "worker_pool", counted)
-    alone, workers = (enumerate_configs(resolved, jobs) for jobs in (1, 2))
+    meanwhile: list[int] = []
+    alone, workers = (
+        enumerate_configs(resolved, jobs, meanwhile=lambda jobs=jobs: meanwhile.append(jobs))
+        for jobs in (1, 2)
+    )
     assert pools == [(2, forked)]
+    assert meanwhile == [1, 2]  # what this process does meanwhile, once, with or without workers
     assert len(alone.configs) > 50 and any(alone.rejections.values())
     assert [c.key for c in workers.configs] == [c.key for c in alone.configs]
     assert [(c.capacity, c.usage, c.queue) for c in workers.configs] == [

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from fleetopt.errors import InfeasibleError, NoPlanInTime, VerificationError
 from fleetopt.instance import Instance
-from fleetopt.solve import SolveOptions, default_jobs
+from fleetopt.solve import SolveOptions
 from fleetopt.sweep.grid import Scenario
-from fleetopt.workers import worker_pool
+from fleetopt.workers import default_jobs, worker_pool
 
 
 @dataclass(frozen=True)
