@@ -47,7 +47,6 @@ from fleetopt.formulation.data import GPU_COUNT_TIE_BREAK, ProgramData
 from fleetopt.formulation.model import (
     model_columns,
     replica_bound_array,
-    replica_bounds,
     stated_bound,
 )
 from fleetopt.formulation.prefill import broken_hull_orders, chord_coefficient, pool_hull_rows
@@ -55,6 +54,7 @@ from fleetopt.formulation.sizing import (
     Columns,
     cheapest_per_request,
     columns,
+    gpu_prices,
     pooled,
     price_weights,
     replica_prices,
@@ -169,7 +169,8 @@ def _presolve(
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
     costs = _replica_costs(data)
-    first = _cut(data, lambda k, t, bound: _by_cost(costs, k, t, bound, upper), cols=cols)
+    bounds = replica_bound_array(data, cols)
+    first = _cut(data, bounds if upper is None else np.minimum(bounds, _cost_caps(costs, upper)))
     consolidating = _consolidating(cheapest[0], first.kept, scaled)
     if late or not builds_in_time(model_columns(first.data, relaxed=True), options, began):
         return _arithmetic_only(first, alone, options, consolidating, cols, spent)
@@ -223,7 +224,8 @@ def _presolve(
             break
         program = _with_broken_orders(program, lp, held)
         bound = max(bound, relaxation.objective)
-    cut = _cut(program, lambda _k, _t, bound: bound, bounds)
+    shape = (len(program.configs), len(program.periods))
+    cut = _cut(program, np.array([bounds[key] for key in np.ndindex(shape)]).reshape(shape))
     return Presolved(cut.data, [first.kept[k] for k in cut.kept], incumbent, bound)
 
 
@@ -498,7 +500,7 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     and neither choice is always the higher bound, so each period takes the higher of the two.
     None where a class with demand has no configs to carry it. `cols`: `columns(data)`."""
     configs = np.arange(len(data.configs))
-    role = np.array([config.role for config in data.configs])
+    role = cols.roles
     bounds = replica_bound_array(data, cols).astype(np.int64)
     costs = _replica_costs(data, summed=True)
     bound = 0.0
@@ -598,36 +600,31 @@ def _reduced_cost_bound(data: ProgramData, lp, relaxation, upper: float, used: d
     """x[k,t] ≤ (U − z)/d[k,t] (LP duality), and the cost bound; never below the incumbent's
     own replicas."""
     slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
-    costs = _replica_costs(data)
+    caps = _cost_caps(_replica_costs(data), upper)
 
     def proven(k: int, t: int, bound: int) -> int:
         reduced_cost = relaxation.reduced_costs[lp.x[k, t]]
         if reduced_cost > 1e-9:
             bound = min(bound, math.floor(slack / reduced_cost))
-        return max(_by_cost(costs, k, t, bound, upper), used.get((k, t), 0))
+        return max(min(bound, int(caps[k, t])), used.get((k, t), 0))
 
     return proven
 
 
-def _cut(
-    data: ProgramData, tighten, bounds: dict | None = None, cols: Columns | None = None
-) -> Presolved:
-    """The program with x[k,t] ≤ tighten(k, t, its bound now) and the configs bounded at 0 in
-    every period dropped; `bounds` the bounds now, where they are not `replica_bounds`."""
-    if bounds is None:
-        bounds = replica_bounds(data, cols)
-    new = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
-    periods = range(len(data.periods))
-    kept = [k for k in range(len(data.configs)) if any(new[k, t] for t in periods)]
-    return Presolved(data.restricted(kept, new), kept)
+def _cut(data: ProgramData, bounds: np.ndarray) -> Presolved:
+    """The program with x[k,t] ≤ bounds[k, t] (whole numbers) and the configs bounded at 0 in
+    every period dropped. As arrays: a late block of the large benchmark instance cut its
+    thousands of configs in every period one by one (docs/benchmarks.md)."""
+    kept = np.flatnonzero(bounds.any(axis=1))
+    rows = bounds[kept].astype(np.int64).tolist()
+    new = {(k, t): b for k, row in zip(kept.tolist(), rows, strict=True) for t, b in enumerate(row)}
+    return Presolved(data.restricted(kept.tolist(), new), kept.tolist())
 
 
-def _by_cost(costs: np.ndarray, k: int, t: int, bound: int, upper: float | None) -> int:
-    """x[k,t] ≤ U / (tp·p·w_t): a plan of objective at most U pays at least that for them.
-    `costs`: `_replica_costs` of the program."""
-    if upper is None:
-        return bound
-    return min(bound, math.floor(upper * (1 + 1e-9) / costs[k, t]))
+def _cost_caps(costs: np.ndarray, upper: float) -> np.ndarray:
+    """[k, t]: x[k,t] ≤ U / (tp·p·w_t), whole: a plan of objective at most U pays at least that
+    for them. `costs`: `_replica_costs` of the program."""
+    return np.floor(upper * (1 + 1e-9) / costs)
 
 
 def _restricted(
@@ -696,11 +693,8 @@ def _cheapest_by_period(
     if groups is None:
         names, models = _groups(data)
         groups = list(dict.fromkeys([names, *((n,) for n in names), *models]))
-    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    tp = np.array([config.tp for config in data.configs], dtype=np.int64)
-    gpu_price = np.array([price[config.gpu] for config in data.configs])
-    role = np.array([config.role for config in data.configs])
-    within = np.array([on in (None, config.gpu) for config in data.configs], dtype=bool)
+    tp, gpu_price, role = cols.tp, gpu_prices(data, cols), cols.roles
+    within = np.full(len(role), True) if on is None else cols.gpus == on
     roles = {r: (role == r) & within for r in dict.fromkeys(role.tolist())}
     rates = [{c.name: c.requests_per_s * p.multiplier for c in data.classes} for p in data.periods]
     cheapest: list[Cheapest] = [{} for _ in data.periods]

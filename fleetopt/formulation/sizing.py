@@ -39,6 +39,9 @@ class Columns:
     heads: np.ndarray  # [k, j]: its pooling curve's f(j)/u, j = 0..N_k (`PoolCurve.heads`)
     size: np.ndarray  # [k]: N_k
     tail: np.ndarray  # [k]: the curve's tail rate beyond N_k
+    roles: np.ndarray  # [k]: its role (colocated, prefill, decode)
+    gpus: np.ndarray  # [k]: its GPU type
+    tp: np.ndarray  # [k]: its tensor-parallel size
     _groups: dict[tuple[str, ...], Carriers] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -79,6 +82,9 @@ class Columns:
             heads=self.heads[configs],
             size=self.size[configs],
             tail=self.tail[configs],
+            roles=self.roles[configs],
+            gpus=self.gpus[configs],
+            tp=self.tp[configs],
         )
 
     def carriers(self, group: tuple[str, ...]) -> Carriers:
@@ -147,8 +153,12 @@ def columns(data: ProgramData) -> Columns:
         itertools.chain.from_iterable(curves), dtype=float, count=int(lengths.sum())
     )
     tail = np.array([config.queue.tail_rate for config in data.configs], dtype=float)
+    roles = np.array([config.role for config in data.configs], dtype=str)
+    gpus = np.array([config.gpu for config in data.configs], dtype=str)
+    tp = np.array([config.tp for config in data.configs], dtype=np.int64)
+    prefill = resources.get(PREFILL)
     return Columns(
-        classes, usage, capacity, carries, resources.get(PREFILL), heads, lengths - 1, tail
+        classes, usage, capacity, carries, prefill, heads, lengths - 1, tail, roles, gpus, tp
     )
 
 
@@ -236,6 +246,14 @@ def replica_prices(data: ProgramData) -> np.ndarray:
     """[k]: what one replica of each config pays an hour for its GPUs, at the on-demand price."""
     price = {g.name: g.price_per_gpu_hour for g in data.gpus}
     return np.array([config.tp * price[config.gpu] for config in data.configs], dtype=float)
+
+
+def gpu_prices(data: ProgramData, cols: Columns) -> np.ndarray:
+    """[k]: the on-demand price of one GPU of each config's type (`cols`: `columns(data)`), by
+    the few GPU types rather than the thousands of configs."""
+    names, inverse = np.unique(cols.gpus, return_inverse=True)
+    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
+    return np.array([price[name] for name in names.tolist()], dtype=float)[inverse.ravel()]
 
 
 def price_weights(data: ProgramData, summed: bool = False) -> np.ndarray:
