@@ -168,7 +168,7 @@ def _presolve(
     cheapest = _cheapest_by_period(data, cols)
     alone = _alone_plan(data, cheapest)
     upper = None if alone is None else alone.objective
-    costs = _replica_costs(data)
+    costs = _replica_costs(data, cols)
     bounds = replica_bound_array(data, cols)
     first = _cut(data, bounds if upper is None else np.minimum(bounds, _cost_caps(costs, upper)))
     consolidating = _consolidating(cheapest[0], first.kept, scaled)
@@ -212,7 +212,7 @@ def _presolve(
     # bounded at 0 stays in it, fixed. Stop at a fixed point or after MAX_ROUNDS.
     bounds, bound = dict(lp.replica_bound), relaxation.objective
     for round_ in range(MAX_ROUNDS):
-        tighten = _reduced_cost_bound(program, lp, relaxation, upper, used)
+        tighten = _reduced_cost_bound(lp, relaxation, upper, used, costs[first.kept])
         tighter = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
         moved = {key: b for key, b in tighter.items() if b != bounds[key]}
         bounds = tighter
@@ -502,7 +502,7 @@ def _arithmetic_bound(data: ProgramData, cols: Columns) -> float | None:
     configs = np.arange(len(data.configs))
     role = cols.roles
     bounds = replica_bound_array(data, cols).astype(np.int64)
-    costs = _replica_costs(data, summed=True)
+    costs = _replica_costs(data, cols, summed=True)
     bound = 0.0
     for t, period in enumerate(data.periods):
         rates = {c.name: c.requests_per_s * period.multiplier for c in data.classes}
@@ -596,11 +596,11 @@ def incumbent_start(presolved: Presolved, model: pyo.ConcreteModel) -> Component
     return start
 
 
-def _reduced_cost_bound(data: ProgramData, lp, relaxation, upper: float, used: dict):
+def _reduced_cost_bound(lp, relaxation, upper: float, used: dict, costs: np.ndarray):
     """x[k,t] ≤ (U − z)/d[k,t] (LP duality), and the cost bound; never below the incumbent's
-    own replicas."""
+    own replicas. `costs`: `_replica_costs` of the LP's program."""
     slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
-    caps = _cost_caps(_replica_costs(data), upper)
+    caps = _cost_caps(costs, upper)
 
     def proven(k: int, t: int, bound: int) -> int:
         reduced_cost = relaxation.reduced_costs[lp.x[k, t]]
@@ -834,9 +834,9 @@ def _partitions(
     ]
 
 
-def _replica_costs(data: ProgramData, summed: bool = False) -> np.ndarray:
+def _replica_costs(data: ProgramData, cols: Columns, summed: bool = False) -> np.ndarray:
     """[k, t]: the least a replica of config k in period t adds to the objective, its GPUs'
     price at `price_weights` (`summed`: weights that bound a fleet's cost summed over periods).
     Once per program, as an array: the cuts and the arithmetic bound weigh every config in
     every period."""
-    return replica_prices(data).reshape(-1, 1) * price_weights(data, summed)
+    return replica_prices(data, cols).reshape(-1, 1) * price_weights(data, summed)

@@ -117,8 +117,8 @@ def scaled_lp(
     covering = _coverage(data, routes, route)
     limiting, row = _capacity(cols, capacity, route, 2 * classes)
     entries = tuple(np.concatenate(pair) for pair in zip(covering, limiting, strict=True))
-    tp = np.array([config.tp for config in data.configs], dtype=float)
-    price = replica_prices(data)
+    tp = cols.tp.astype(float)
+    price = replica_prices(data, cols)
     if tie_break:
         price += GPU_COUNT_TIE_BREAK * (tp + 1.0)
     demand = np.tile(rates, 2)  # the prefill rows, then the decode rows

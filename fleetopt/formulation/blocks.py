@@ -129,8 +129,8 @@ def worth_first(data: ProgramData, parts: list[tuple[frozenset[str], list[int]]]
     first; equal ones in the given order. The order changes which blocks answer by arithmetic,
     never a block's answer."""
     cols = columns(data)
-    cost = cost_per_request(cols, replica_prices(data))
-    per_request = cheapest_per_request(cost, np.array([config.role for config in data.configs]))
+    cost = cost_per_request(cols, replica_prices(data, cols))
+    per_request = cheapest_per_request(cost, cols.roles)
     models = np.array([config.model for config in data.configs])
     hours = data.total_hours
     worth = []

@@ -242,10 +242,10 @@ def cheapest_per_request(cost: np.ndarray, role: np.ndarray) -> np.ndarray:
     return np.minimum(both, prefill + decode)
 
 
-def replica_prices(data: ProgramData) -> np.ndarray:
-    """[k]: what one replica of each config pays an hour for its GPUs, at the on-demand price."""
-    price = {g.name: g.price_per_gpu_hour for g in data.gpus}
-    return np.array([config.tp * price[config.gpu] for config in data.configs], dtype=float)
+def replica_prices(data: ProgramData, cols: Columns) -> np.ndarray:
+    """[k]: what one replica of each config pays an hour for its GPUs, at the on-demand price
+    (`cols`: `columns(data)`)."""
+    return cols.tp * gpu_prices(data, cols)
 
 
 def gpu_prices(data: ProgramData, cols: Columns) -> np.ndarray:
