@@ -211,8 +211,9 @@ def _presolve(
     # objective and reduced costs. The LP is changed in place (`HeldRelaxation`): a config
     # bounded at 0 stays in it, fixed. Stop at a fixed point or after MAX_ROUNDS.
     bounds, bound = dict(lp.replica_bound), relaxation.objective
+    caps = _cost_caps(costs[first.kept], upper)
     for round_ in range(MAX_ROUNDS):
-        tighten = _reduced_cost_bound(lp, relaxation, upper, used, costs[first.kept])
+        tighten = _reduced_cost_bound(lp, relaxation, upper, used, caps)
         tighter = {(k, t): tighten(k, t, b) for (k, t), b in bounds.items()}
         moved = {key: b for key, b in tighter.items() if b != bounds[key]}
         bounds = tighter
@@ -596,11 +597,10 @@ def incumbent_start(presolved: Presolved, model: pyo.ConcreteModel) -> Component
     return start
 
 
-def _reduced_cost_bound(lp, relaxation, upper: float, used: dict, costs: np.ndarray):
-    """x[k,t] ≤ (U − z)/d[k,t] (LP duality), and the cost bound; never below the incumbent's
-    own replicas. `costs`: `_replica_costs` of the LP's program."""
+def _reduced_cost_bound(lp, relaxation, upper: float, used: dict, caps: np.ndarray):
+    """x[k,t] ≤ (U − z)/d[k,t] (LP duality), and the cost bound `caps` (`_cost_caps` of the
+    LP's program at U); never below the incumbent's own replicas."""
     slack = upper - relaxation.objective + 1e-6 * max(1.0, abs(upper))
-    caps = _cost_caps(costs, upper)
 
     def proven(k: int, t: int, bound: int) -> int:
         reduced_cost = relaxation.reduced_costs[lp.x[k, t]]

@@ -66,7 +66,8 @@ def fork_safe_thread(target: Callable[[], None]) -> threading.Thread:
     """A daemon thread that `can_fork` does not count, for a target that takes no lock a forked
     child could need: no imports, logging or buffered streams, only its own Event and
     `os.write` (the elapsed-time display of `fleetopt solve` at a terminal, which had turned
-    the typical instance's enumeration from two forked workers to one process: docs/benchmarks.md)."""
+    the typical instance's enumeration from two forked workers to one process:
+    docs/benchmarks.md)."""
     thread = threading.Thread(target=target, daemon=True)
     _fork_safe.add(thread)
     return thread
