@@ -54,6 +54,7 @@ def test_a_boundary_sits_where_the_cheapest_gpu_type_changes():
     assert _cheapest_type(medium) == _cheapest_type(long)
     assert len(found) == 1 and short < found[0] <= medium
     assert candidates(sample) == []  # the quantiles alone would not offer it
+    assert cost_crossings(instance, workload, sample, jobs=2) == found  # probes in workers
     plan = plan_fleet(instance)
     assert plan.length_routing["candidate_boundaries"] == {"chat": found}
     assert plan.length_routing["best_two_pool_boundaries"] == {"chat": found}

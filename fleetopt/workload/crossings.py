@@ -11,6 +11,7 @@ cost per GPU type differs. The program then prices the splits (routing.py).
 from __future__ import annotations
 
 import math
+from itertools import repeat
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from fleetopt.catalog import resolve
 from fleetopt.configs import Config, enumerate_configs
 from fleetopt.instance import Instance, TokenDistribution, Workload
 from fleetopt.perf.operating_point import PREFILL, max_rate
+from fleetopt.workers import can_fork, worker_pool
 from fleetopt.workload.derive import Sample, distribution
 
 GRID_QUANTILES = (0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.85, 0.9, 0.95, 0.98, 0.99, 0.999)
@@ -29,7 +31,7 @@ def cost_crossings(
     instance: Instance, workload: Workload, sample: Sample, jobs: int = 1
 ) -> list[int]:
     """Boundaries just above a grid length whose cheapest GPU type differs from the next one's
-    (the probes' configs enumerated in `jobs` processes, as `enumerate_configs`)."""
+    (each probe's configs enumerated in `jobs` processes, as `enumerate_configs`)."""
     lengths = _grid(sample)
     if len(lengths) < 2:
         return []
@@ -45,10 +47,7 @@ def cost_crossings(
         )
         for i, length in enumerate(lengths)
     ]
-    resolved = resolve(instance.model_copy(update={"workloads": probes}))
-    configs = enumerate_configs(resolved, jobs).configs
-    prices = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
-    cheapest = [_cheapest_type(configs, prices, p.name) for p in probes]
+    cheapest = _each_alone(instance, probes, jobs)
     return [
         math.floor(lengths[i]) + 1
         for i in range(len(lengths) - 1)
@@ -63,6 +62,30 @@ def _grid(sample: Sample) -> list[float]:
     ordered, cumulative = sample.input_tokens[order], np.cumsum(sample.weight[order])
     picks = np.searchsorted(cumulative, np.array(GRID_QUANTILES) * (1 - 1e-12))
     return sorted({float(ordered[min(int(i), len(ordered) - 1)]) for i in picks})
+
+
+def _each_alone(instance: Instance, probes: list[Workload], jobs: int) -> list[str | None]:
+    """`_cheapest_alone` of every probe, `jobs` probes at a time in forked workers where this
+    process may fork (`workers.can_fork`), each enumerated in one process."""
+    jobs = min(jobs, len(probes))
+    if jobs <= 1 or not can_fork():
+        return [_cheapest_alone(instance, probe, jobs) for probe in probes]
+    pool = worker_pool(jobs, forked=True)
+    try:
+        return list(pool.map(_cheapest_alone, repeat(instance), probes, repeat(1)))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _cheapest_alone(instance: Instance, probe: Workload, jobs: int) -> str | None:
+    """The cheapest GPU type for the probe's requests in an instance of them alone. Enumerated
+    together, the probes shared configs and points (a queueing level carries every class whose
+    budget reaches it, at the strictest member's margins; a decode point is some class's best
+    step), so a length's price hung on the lengths probed beside it, and enumerating them took
+    3-4x longer on the shipped traces (docs/benchmarks.md)."""
+    resolved = resolve(instance.model_copy(update={"workloads": [probe]}))
+    prices = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
+    return _cheapest_type(enumerate_configs(resolved, jobs).configs, prices, probe.name)
 
 
 def _cheapest_type(configs: list[Config], prices: dict[str, float], name: str) -> str | None:
