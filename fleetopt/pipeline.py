@@ -7,7 +7,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
 import pyomo.core as pyo
@@ -53,7 +53,7 @@ from fleetopt.solve import (
     time_spent,
 )
 from fleetopt.verify import verify
-from fleetopt.workers import shared, worker_pool
+from fleetopt.workers import shared, stop, worker_pool
 
 BUYS_NOTHING = 1e-6
 """A throughput bound (the scale of the demand served, less the cost's tie-break) at or below
@@ -428,21 +428,15 @@ def _in_parallel(
             solved += 1
         scaled.update((models, lp.result()) for models, lp in lps.items())
     except KeyboardInterrupt:
-        _stop(pool)
+        stop(pool)
         raise Interrupted(
             f"interrupted with {solved} of {len(parts)} independent blocks solved"
         ) from None
     except GeneratorExit:  # a block without a plan leaves no fleet: the others are moot
-        _stop(pool)
+        stop(pool)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """The pool's workers stopped where they are, rather than waited for."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        process.terminate()
 
 
 def _used(group: GroupLp | None, data: ProgramData, periods: list[int]) -> frozenset[int]:

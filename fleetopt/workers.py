@@ -50,6 +50,12 @@ def worker_pool(
     )
 
 
+def stop(pool: ProcessPoolExecutor) -> None:
+    """The pool's workers stopped where they are, rather than waited for (Ctrl-C)."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()
+
+
 def can_fork() -> bool:
     """Whether a worker may fork from this process: on Linux (macOS's system libraries, which
     numpy may use, are not fork-safe) and with no other thread running, which could hold a

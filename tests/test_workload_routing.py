@@ -123,6 +123,15 @@ def test_a_time_limit_covers_the_whole_search():
     assert plan.length_routing["time_limit_cut_short"] is True
 
 
+def test_splits_priced_side_by_side_give_the_plan_priced_one_after_another(plan):
+    """With jobs > 1 each search step's splits are solved in worker processes at once."""
+    instance = parse_instance(copy.deepcopy(HISTOGRAM))
+    side_by_side = plan_fleet(instance, SolveOptions(jobs=2)).to_dict()
+    one_after_another = plan.to_dict()
+    assert side_by_side.pop("solve_seconds") >= 0 and one_after_another.pop("solve_seconds") >= 0
+    assert side_by_side == one_after_another
+
+
 def test_without_a_time_limit_every_split_is_tried(plan):
     assert plan.length_routing["time_limit_cut_short"] is False
     assert plan.length_routing["best_two_pool_cost_per_hour"] is not None

@@ -21,10 +21,11 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from fleetopt.errors import InfeasibleError
+from fleetopt.errors import InfeasibleError, Interrupted
 from fleetopt.instance import Instance, TokenDistribution, Workload
 from fleetopt.plan import Plan
 from fleetopt.solve import SolveOptions
+from fleetopt.workers import stop, worker_pool
 from fleetopt.workload.buckets import (
     Bucket,
     bucket_workload,
@@ -72,12 +73,42 @@ class Router:
     def answer(self, edges: Edges) -> Answer:
         key = _key(edges)
         if key not in self._answers:
-            try:
-                plan = self.solve(self.split(edges), self._left())
-                self._answers[key] = (edges, plan, None)
-            except InfeasibleError as exc:
-                self._answers[key] = (edges, None, exc)
+            self._answers[key] = _priced(self.solve, self.split(edges), self._left(), edges)
         return self._answers[key]
+
+    def answers(self, splits: list[Edges]) -> list[Answer]:
+        """The answers of a search step's splits, in order, as far as the time limit goes:
+        once it is spent no further split is tried. The splits are independent solves: where
+        several are new and `jobs` > 1 they run side by side, one worker process each (each
+        plan the same as in this process), not one after another with the workers only
+        enumerating (docs/benchmarks.md)."""
+        new = {_key(edges): edges for edges in splits if _key(edges) not in self._answers}
+        jobs = min(self.options.jobs, len(new))
+        if jobs > 1 and not self.spent():
+            self._answers.update(self._in_parallel(new, jobs))
+        tried = []
+        for edges in splits:
+            if _key(edges) not in self._answers and self.spent():
+                break
+            tried.append(self.answer(edges))
+        return tried
+
+    def _in_parallel(self, new: dict[tuple, Edges], jobs: int) -> dict[tuple, Answer]:
+        """`new`'s answers from `jobs` worker processes, each split solved in one process
+        within what is left of the time limit now. Ctrl-C stops them all."""
+        options = dataclasses.replace(self._left(), jobs=1)
+        pool = worker_pool(jobs)
+        try:
+            running = {
+                key: pool.submit(_priced, self.solve, self.split(edges), options, edges)
+                for key, edges in new.items()
+            }
+            return {key: future.result() for key, future in running.items()}
+        except KeyboardInterrupt:
+            stop(pool)
+            raise Interrupted(f"interrupted while pricing {len(new)} length splits") from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _left(self) -> SolveOptions:
         """The options with what is left of the time limit, at least MIN_SECONDS."""
@@ -111,7 +142,7 @@ class Router:
         base = {n: (1,) for n in self.workloads}
         best = dict(base)
         for name, edges in self.candidates.items():
-            tries = [self.answer({**base, name: (1, edge)}) for edge in edges if not self.spent()]
+            tries = self.answers([{**base, name: (1, edge)} for edge in edges])
             if tries:
                 best[name] = min(tries, key=score)[0][name]
         if best == base or (self.spent() and _key(best) not in self._answers):
@@ -128,7 +159,8 @@ class Router:
                 for edge in edges
                 if edge not in current[0][name] and len(current[0][name]) < self.limit[name]
             ]
-            tried = [(n, self.answer(m)) for n, m in moves if not self.spent()]
+            priced = self.answers([move for _, move in moves])
+            tried = [(name, answer) for (name, _), answer in zip(moves, priced, strict=False)]
             if not tried:
                 return current
             name, best = min(tried, key=lambda m: score(m[1]))
@@ -162,6 +194,19 @@ def plan_length_routing(
         raise error
     plan.length_routing = _record(router, edges, label, answers)
     return plan
+
+
+def _priced(
+    solve: Callable[[Instance, SolveOptions], Plan],
+    instance: Instance,
+    options: SolveOptions,
+    edges: Edges,
+) -> Answer:
+    """A split's answer: its plan, or why there is none."""
+    try:
+        return edges, solve(instance, options), None
+    except InfeasibleError as exc:
+        return edges, None, exc
 
 
 def cost(answer: Answer) -> float:
