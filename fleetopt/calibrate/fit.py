@@ -26,13 +26,15 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 from fleetopt.calibrate.observation import Observation, relative_error
 from fleetopt.catalog import gpu_catalog, model_catalog
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import factor
 from fleetopt.perf.replica import allreduce_latency_s, tensor_cores
+from fleetopt.workers import can_fork, default_jobs, shared, stop, worker_pool
 
 GRIDS: dict[str, list[float]] = {
     "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
@@ -118,25 +120,39 @@ def _start_value(start: Efficiency, name: str, observations: Sequence[Observatio
 
 
 def fit(
-    observations: Sequence[Observation], start: Efficiency, names: Sequence[str] | None = None
+    observations: Sequence[Observation],
+    start: Efficiency,
+    names: Sequence[str] | None = None,
+    jobs: int | None = None,
 ) -> Efficiency:
     """The best point found from `start`, moving only `names` (default: the core factors and
-    those the observations identify, MoE excepted); ties go to the point nearest it."""
+    those the observations identify, MoE excepted); ties go to the point nearest it. The
+    points are scored `jobs` at a time (default: one per core), the answer the same."""
     if not observations:
         raise ValueError("no observations to fit")
+    with _Scores(observations, jobs or default_jobs()) as scores:
+        return _search(observations, start, names, scores)
+
+
+def _search(
+    observations: Sequence[Observation],
+    start: Efficiency,
+    names: Sequence[str] | None,
+    scores: _Scores,
+) -> Efficiency:
     names = list(free_factors(observations) if names is None else names)
     start = start.model_copy(update={n: _start_value(start, n, observations) for n in names})
 
     def key(eff: Efficiency) -> tuple[float, float]:
         distance = sum(abs(factor(eff, n) - factor(start, n)) / SCALE.get(n, 1.0) for n in names)
-        return round(score(observations, eff), 4), distance
+        return round(scores[eff], 4), distance
 
     core = [n for n in CORE if n in names]
     if "layer_overhead_us" in names and "step_overhead_ms" in core:
         core[core.index("step_overhead_ms")] = "layer_overhead_us"
     first = [n for n in FIRST if n in names]
     around = min(  # the terms the core's factors would otherwise mimic, set first
-        (
+        scores.ready(
             start.model_copy(update=dict(zip(first, values, strict=True)))
             for values in itertools.product(*(GRIDS[n] for n in first))
         ),
@@ -147,7 +163,7 @@ def fit(
         around.model_copy(update=dict(zip(core, values, strict=True)) | tied)
         for values in itertools.product(*(GRIDS[n] for n in core))
     )
-    best = min(candidates, key=key)
+    best = min(scores.ready(candidates), key=key)
     best_key = key(best)
     pairs = [p for p in PAIRS if set(p) <= set(names)] if "layer_overhead_us" in names else []
     moves = [[{n: v} for v in GRIDS[n]] for n in names]
@@ -156,9 +172,54 @@ def fit(
     while moved:
         moved = False
         for move in moves:
+            # a move's updates all set the same factors, so a best found within the move
+            # differs from the move's first only there: every candidate is known up front
+            scores.ready(best.model_copy(update=update) for update in move)
             for update in move:
                 candidate = best.model_copy(update=update)
                 candidate_key = key(candidate)
                 if candidate_key < best_key:
                     best, best_key, moved = candidate, candidate_key, True
     return best
+
+
+class _Scores:
+    """`score` of each point the search visits, each computed once (the search comes back to
+    points it has scored: a move's own value, the last round's), those of a batch `jobs` at a
+    time in forked workers: the fit of benchmarks/fidelity.py's closed-loop engine scored
+    ~2,900 points of 89 rows, 160 ms each (docs/benchmarks.md)."""
+
+    def __init__(self, observations: Sequence[Observation], jobs: int) -> None:
+        self.observations, self.jobs = list(observations), jobs
+        self.known: dict[Efficiency, float] = {}
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> _Scores:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        if self.pool is not None:
+            if kind is not None:
+                stop(self.pool)  # Ctrl-C or an error: not waited for
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def __getitem__(self, point: Efficiency) -> float:
+        if point not in self.known:
+            self.known[point] = score(self.observations, point)
+        return self.known[point]
+
+    def ready(self, points: Iterable[Efficiency]) -> list[Efficiency]:
+        """The points, those not scored yet scored side by side where there are several."""
+        points = list(points)
+        new = [p for p in dict.fromkeys(points) if p not in self.known]
+        if min(self.jobs, len(new)) > 1 and (self.pool is not None or can_fork()):
+            if self.pool is None:
+                self.pool = worker_pool(self.jobs, forked=True, shared=self.observations)
+            chunk = max(1, len(new) // (4 * self.jobs))
+            scored = self.pool.map(_shared_score, new, chunksize=chunk)
+            self.known.update(zip(new, scored, strict=True))
+        return points
+
+
+def _shared_score(point: Efficiency) -> float:
+    return score(shared(), point)
