@@ -186,8 +186,8 @@ def _search(
 class _Scores:
     """`score` of each point the search visits, each computed once (the search comes back to
     points it has scored: a move's own value, the last round's), those of a batch `jobs` at a
-    time in forked workers: the fit of benchmarks/fidelity.py's closed-loop engine scored
-    ~2,900 points of 89 rows, 160 ms each (docs/benchmarks.md)."""
+    time in forked workers: a point costs a prediction of every row, and the fit of
+    benchmarks/fidelity.py's closed-loop engine took 460 s in one process (docs/benchmarks.md)."""
 
     def __init__(self, observations: Sequence[Observation], jobs: int) -> None:
         self.observations, self.jobs = list(observations), jobs
