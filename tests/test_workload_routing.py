@@ -128,7 +128,8 @@ def test_splits_priced_side_by_side_give_the_plan_priced_one_after_another(plan)
     instance = parse_instance(copy.deepcopy(HISTOGRAM))
     side_by_side = plan_fleet(instance, SolveOptions(jobs=2)).to_dict()
     one_after_another = plan.to_dict()
-    assert side_by_side.pop("solve_seconds") >= 0 and one_after_another.pop("solve_seconds") >= 0
+    for timed in (side_by_side, one_after_another):
+        del timed["solve_seconds"]  # wall time, the one field that differs
     assert side_by_side == one_after_another
 
 
