@@ -219,13 +219,10 @@ def enumerate_configs(
         min(jobs, len(parts)) if combinations >= (FORKED_FROM if forked else PARALLEL_FROM) else 1
     )
     if jobs > 1:
-        pool = worker_pool(jobs, forked=forked)
-        try:
+        with worker_pool(jobs, forked=forked) as pool:
             running = pool.map(_part_configs, repeat(resolved), *zip(*parts, strict=True))
             meanwhile()
             found = list(running)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
     else:
         found = [_part_configs(resolved, *part) for part in parts]
         meanwhile()

@@ -53,7 +53,7 @@ from fleetopt.solve import (
     time_spent,
 )
 from fleetopt.verify import verify
-from fleetopt.workers import shared, stop, worker_pool
+from fleetopt.workers import shared, worker_pool
 
 BUYS_NOTHING = 1e-6
 """A throughput bound (the scale of the demand served, less the cost's tie-break) at or below
@@ -396,47 +396,42 @@ def _in_parallel(
     `scaled`, once every block is in); the blocks are handed out as workers free up, so that
     one handed out after its group's LP has the configs it uses. Ctrl-C stops them all: with
     several blocks under way there is no whole plan to keep."""
-    pool = worker_pool(jobs, shared=data)
     options = dataclasses.replace(options, jobs=1)
-    lps = {
-        models: pool.submit(_shared_group_lp, models, periods, options, deadline)
-        for models, periods in groups
-    }
-    waiting = deque(enumerate(zip(parts, rounds, strict=True)))
-    running: dict[Future, int] = {}
-    finished: dict[int, BlockResult] = {}
+    with worker_pool(jobs, shared=data) as pool:  # closed early, a generator stops its workers
+        lps = {
+            models: pool.submit(_shared_group_lp, models, periods, options, deadline)
+            for models, periods in groups
+        }
+        waiting = deque(enumerate(zip(parts, rounds, strict=True)))
+        running: dict[Future, int] = {}
+        finished: dict[int, BlockResult] = {}
 
-    def hand_out() -> None:
-        i, ((models, periods), r) = waiting.popleft()
-        lp = lps.get(models)
-        used = _used(lp.result(), data, periods) if lp is not None and lp.done() else frozenset()
-        future = pool.submit(_shared_block_result, models, periods, options, deadline, r, used)
-        running[future] = i
+        def hand_out() -> None:
+            i, ((models, periods), r) = waiting.popleft()
+            lp = lps.get(models)
+            ready = lp is not None and lp.done()
+            used = _used(lp.result(), data, periods) if ready else frozenset()
+            future = pool.submit(_shared_block_result, models, periods, options, deadline, r, used)
+            running[future] = i
 
-    solved = 0
-    try:
-        while waiting and len(running) <= jobs:  # one queued beyond the workers: none idles
-            hand_out()
-        for i in range(len(parts)):
-            while i not in finished:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    finished[running.pop(future)] = future.result()
-                    if waiting:
-                        hand_out()
-            yield finished.pop(i)
-            solved += 1
-        scaled.update((models, lp.result()) for models, lp in lps.items())
-    except KeyboardInterrupt:
-        stop(pool)
-        raise Interrupted(
-            f"interrupted with {solved} of {len(parts)} independent blocks solved"
-        ) from None
-    except GeneratorExit:  # a block without a plan leaves no fleet: the others are moot
-        stop(pool)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        solved = 0
+        try:
+            while waiting and len(running) <= jobs:  # one queued beyond the workers: none idles
+                hand_out()
+            for i in range(len(parts)):
+                while i not in finished:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        finished[running.pop(future)] = future.result()
+                        if waiting:
+                            hand_out()
+                yield finished.pop(i)
+                solved += 1
+            scaled.update((models, lp.result()) for models, lp in lps.items())
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"interrupted with {solved} of {len(parts)} independent blocks solved"
+            ) from None
 
 
 def _used(group: GroupLp | None, data: ProgramData, periods: list[int]) -> frozenset[int]:

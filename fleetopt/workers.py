@@ -18,8 +18,9 @@ import signal
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -28,32 +29,37 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
+@contextmanager
 def worker_pool(
     jobs: int, ctrl_c_to_parent: bool = True, shared: Any = None, forked: bool = False
-) -> ProcessPoolExecutor:
-    """`jobs` worker processes. With `ctrl_c_to_parent` they ignore Ctrl-C and leave it to the
-    caller, which stops them (shutdown with its pending parts cancelled). `shared`: what every
-    part reads (`shared()` in the worker), pickled once and sent to each worker as it starts
-    instead of with every part (a large program's blocks each carried their model's configs:
-    docs/benchmarks.md). `forked`: fork this process rather than the forkserver, for parts that
-    run no solver, where `can_fork`."""
+) -> Iterator[ProcessPoolExecutor]:
+    """`jobs` worker processes for a with block. Left as it ends, the workers finish what they
+    were given and exit; left by an error, Ctrl-C or a generator closed early, they are stopped
+    where they are: no answer of theirs is wanted any more, and waiting for one (a block's
+    branch and bound) could take minutes. With `ctrl_c_to_parent` they ignore Ctrl-C and leave
+    it to the caller. `shared`: what every part reads (`shared()` in the worker), pickled once
+    and sent to each worker as it starts instead of with every part (a large program's blocks
+    each carried their model's configs: docs/benchmarks.md). `forked`: fork this process rather
+    than the forkserver, for parts that run no solver, where `can_fork`."""
     if forked:
         context = multiprocessing.get_context("fork")
     else:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["fleetopt.pipeline"])
-    return ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=context,
         initializer=_start,
         initargs=(ctrl_c_to_parent, pickle.dumps(shared, pickle.HIGHEST_PROTOCOL)),
     )
-
-
-def stop(pool: ProcessPoolExecutor) -> None:
-    """The pool's workers stopped where they are, rather than waited for (Ctrl-C)."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        process.terminate()
+    try:
+        yield pool
+    except BaseException:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def can_fork() -> bool:

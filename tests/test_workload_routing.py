@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from fleetopt.catalog import resolve
 from fleetopt.cli import main
+from fleetopt.errors import Interrupted
 from fleetopt.instance import TokenDistribution, parse_instance
 from fleetopt.pipeline import plan_fleet
 from fleetopt.plan import Plan
@@ -25,6 +26,7 @@ from fleetopt.verify import verify
 from fleetopt.workload import routing
 from fleetopt.workload.buckets import bucket_percentile
 from fleetopt.workload.routing import Router, cost
+from tests.test_interrupt import _interrupt
 
 CELLS = [(200, 50, 0.55), (2000, 50, 0.35), (12000, 20, 0.1)]
 """Short chat (a clear majority, so a sampled trace keeps boundary 201 too), medium prompts and a
@@ -123,6 +125,76 @@ def test_a_time_limit_covers_the_whole_search():
     assert plan.length_routing["time_limit_cut_short"] is True
 
 
+@pytest.mark.parametrize(
+    ("how", "chosen"), [("handed back", "best_two_pool"), ("raised", "one_pool")]
+)
+def test_ctrl_c_stops_the_search_with_the_best_plan_so_far(plan, how, chosen):
+    """Ctrl-C during the second split's solve stops the search: no further split is begun, and
+    the plan is the cheapest answer so far, marked interrupted. Where HiGHS handed back its
+    best plan, that plan counts (here it is the whole solve's: the single boundary at 201,
+    cheaper than one pool); where Ctrl-C came outside HiGHS, the split has no answer. The
+    search had taken a handed-back plan for the split's answer and gone on."""
+    calls = []
+
+    def ctrl_c_in_the_second(instance, options):
+        calls.append(len(instance.workloads))
+        answer = plan_fleet(instance, options)
+        if len(calls) == 2 and how == "raised":
+            raise KeyboardInterrupt
+        answer.interrupted = len(calls) == 2
+        return answer
+
+    instance = parse_instance(copy.deepcopy(HISTOGRAM))
+    stopped = routing.plan_length_routing(instance, SolveOptions(), ctrl_c_in_the_second)
+    assert calls == [1, 2]  # the one pool, then the first single boundary
+    assert stopped.interrupted and stopped.length_routing["chosen"] == chosen
+    assert stopped.cost_per_hour == pytest.approx(plan.length_routing[f"{chosen}_cost_per_hour"])
+    assert plan.length_routing["best_two_pool_boundaries"] == {"chat": [201]}
+
+
+def test_ctrl_c_before_any_plan_stops_the_command():
+    def ctrl_c(instance, options):
+        raise KeyboardInterrupt
+
+    instance = parse_instance(copy.deepcopy(HISTOGRAM))
+    with pytest.raises(Interrupted, match="before any length split had a plan"):
+        routing.plan_length_routing(instance, SolveOptions(), ctrl_c)
+
+
+SIDE_BY_SIDE_CHILD = """
+import copy, json
+from fleetopt.instance import parse_instance
+from fleetopt.solve import SolveOptions
+from fleetopt.workload import routing
+from tests.test_workload_routing import HISTOGRAM, hold_in_workers
+in_parallel = routing.Router._in_parallel
+def announce(self, new, jobs):
+    print("PRICING", flush=True)
+    return in_parallel(self, new, jobs)
+routing.Router._in_parallel = announce
+instance = parse_instance(copy.deepcopy(HISTOGRAM))
+plan = routing.plan_length_routing(instance, SolveOptions(jobs=2), hold_in_workers)
+print("PLAN " + json.dumps({"interrupted": plan.interrupted, "cost": plan.cost_per_hour,
+                            "chosen": plan.length_routing["chosen"]}))
+"""
+
+
+def hold_in_workers(instance, options):
+    """`plan_fleet`, held for minutes first in a worker (where `jobs` is 1): only stopping the
+    workers ends the search in time."""
+    if options.jobs == 1:
+        time.sleep(600)
+    return plan_fleet(instance, options)
+
+
+def test_ctrl_c_stops_splits_priced_side_by_side_and_keeps_the_best_plan(plan):
+    done = _interrupt(SIDE_BY_SIDE_CHILD, ready="PRICING\n", settle_s=0.5)
+    assert done.returncode == 0, done.stderr
+    stopped = json.loads(done.stdout.split("PLAN ", 1)[1])
+    assert stopped["interrupted"] and stopped["chosen"] == "one_pool"
+    assert stopped["cost"] == pytest.approx(plan.length_routing["one_pool_cost_per_hour"])
+
+
 def test_splits_priced_side_by_side_give_the_plan_priced_one_after_another(plan):
     """With jobs > 1 each search step's splits are solved in worker processes at once."""
     instance = parse_instance(copy.deepcopy(HISTOGRAM))
@@ -148,9 +220,8 @@ def test_buckets_cover_the_mix_and_carry_its_rate(plan):
 
 
 def _split_plan(instance, edge: int) -> Plan:
-    """The router's answer for two buckets split at `edge`, recorded as a chosen plan is. Under
-    the cost model of docs/cost-model.md a split of these mixes does not pay (one pool is
-    chosen: the other tests), so the split answer stands for a length-routed plan here."""
+    """The router's answer for two buckets split at `edge`, recorded as a chosen plan is,
+    whichever answer the search chooses."""
     router = Router(instance, SolveOptions(), plan_fleet)
     answers = {"one_pool": router.one_pool(), "best_two_pool": router.answer({"chat": (1, edge)})}
     edges, split, error = answers["best_two_pool"]

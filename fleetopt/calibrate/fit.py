@@ -28,13 +28,14 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 
 from fleetopt.calibrate.observation import Observation, relative_error
 from fleetopt.catalog import gpu_catalog, model_catalog
 from fleetopt.instance import Efficiency
 from fleetopt.perf.efficiency import factor
 from fleetopt.perf.replica import allreduce_latency_s, tensor_cores
-from fleetopt.workers import can_fork, default_jobs, shared, stop, worker_pool
+from fleetopt.workers import can_fork, default_jobs, shared, worker_pool
 
 GRIDS: dict[str, list[float]] = {
     "compute": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
@@ -193,15 +194,13 @@ class _Scores:
         self.observations, self.jobs = list(observations), jobs
         self.known: dict[Efficiency, float] = {}
         self.pool: ProcessPoolExecutor | None = None
+        self._closing = ExitStack()  # the pool, once started
 
     def __enter__(self) -> _Scores:
         return self
 
-    def __exit__(self, kind, *_) -> None:
-        if self.pool is not None:
-            if kind is not None:
-                stop(self.pool)  # Ctrl-C or an error: not waited for
-            self.pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(self, *raised) -> None:
+        self._closing.__exit__(*raised)
 
     def __getitem__(self, point: Efficiency) -> float:
         if point not in self.known:
@@ -214,7 +213,8 @@ class _Scores:
         new = [p for p in dict.fromkeys(points) if p not in self.known]
         if min(self.jobs, len(new)) > 1 and (self.pool is not None or can_fork()):
             if self.pool is None:
-                self.pool = worker_pool(self.jobs, forked=True, shared=self.observations)
+                pool = worker_pool(self.jobs, forked=True, shared=self.observations)
+                self.pool = self._closing.enter_context(pool)
             chunk = max(1, len(new) // (4 * self.jobs))
             scored = self.pool.map(_shared_score, new, chunksize=chunk)
             self.known.update(zip(new, scored, strict=True))

@@ -108,11 +108,8 @@ def run_scenarios(
         for scenario in scenarios:
             finish(scenario, solve_scenario(scenario.instance, options))
     else:
-        pool = worker_pool(jobs, ctrl_c_to_parent=False)
-        try:
+        with worker_pool(jobs, ctrl_c_to_parent=False) as pool:
             pending = {pool.submit(solve_scenario, s.instance, options): s for s in scenarios}
             for future in as_completed(pending):
                 finish(pending[future], future.result())
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
     return [results[s.index] for s in scenarios]

@@ -70,11 +70,8 @@ def _each_alone(instance: Instance, probes: list[Workload], jobs: int) -> list[s
     jobs = min(jobs, len(probes))
     if jobs <= 1 or not can_fork():
         return [_cheapest_alone(instance, probe, jobs) for probe in probes]
-    pool = worker_pool(jobs, forked=True)
-    try:
+    with worker_pool(jobs, forked=True) as pool:
         return list(pool.map(_cheapest_alone, repeat(instance), probes, repeat(1)))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _cheapest_alone(instance: Instance, probe: Workload, jobs: int) -> str | None:

@@ -25,7 +25,7 @@ from fleetopt.errors import InfeasibleError, Interrupted
 from fleetopt.instance import Instance, TokenDistribution, Workload
 from fleetopt.plan import Plan
 from fleetopt.solve import SolveOptions
-from fleetopt.workers import stop, worker_pool
+from fleetopt.workers import worker_pool
 from fleetopt.workload.buckets import (
     Bucket,
     bucket_workload,
@@ -59,6 +59,8 @@ class Router:
         self.deadline = None if limit is None else time.monotonic() + limit
         self.cut_short = False
         """A split was left untried because the time limit was spent."""
+        self.interrupted = False
+        """Ctrl-C stopped the search: its plan is the best found so far."""
         self.workloads = {w.name: w for w in instance.workloads if w.from_data}
         self.samples: dict[str, Sample] = {n: sample_of(w) for n, w in self.workloads.items()}
         self.candidates = {
@@ -70,45 +72,59 @@ class Router:
         self.limit = {n: _limit(w, self.candidates[n]) for n, w in self.workloads.items()}
         self._answers: dict[tuple, Answer] = {}
 
-    def answer(self, edges: Edges) -> Answer:
+    def answer(self, edges: Edges) -> Answer | None:
+        """The split's answer, priced now where it is new, the time limit spent or not (the
+        one pool must have one); None where Ctrl-C stopped the search before it."""
         key = _key(edges)
-        if key not in self._answers:
-            self._answers[key] = _priced(self.solve, self.split(edges), self._left(), edges)
-        return self._answers[key]
+        if key not in self._answers and not self.interrupted:
+            options = self._left()
+            self._price(lambda: {key: _priced(self.solve, self.split(edges), options, edges)})
+        return self._answers.get(key)
 
     def answers(self, splits: list[Edges]) -> list[Answer]:
-        """The answers of a search step's splits, in order, as far as the time limit goes:
-        once it is spent no further split is tried. The splits are independent solves: where
-        several are new and `jobs` > 1 they run side by side, one worker process each (each
-        plan the same as in this process), not one after another with the workers only
-        enumerating (docs/benchmarks.md)."""
+        """The answers of a search step's splits, in order, as far as the search goes: once the
+        time limit is spent or Ctrl-C has come, no further split is tried. The splits are
+        independent solves: where several are new and `jobs` > 1 they run side by side, one
+        worker process each (each plan the same as in this process), not one after another
+        with the workers only enumerating (docs/benchmarks.md)."""
         new = {_key(edges): edges for edges in splits if _key(edges) not in self._answers}
         jobs = min(self.options.jobs, len(new))
         if jobs > 1 and not self.spent():
-            self._answers.update(self._in_parallel(new, jobs))
+            self._price(lambda: self._in_parallel(new, jobs))
         tried = []
         for edges in splits:
             if _key(edges) not in self._answers and self.spent():
                 break
-            tried.append(self.answer(edges))
+            answer = self.answer(edges)
+            if answer is None:
+                break
+            tried.append(answer)
         return tried
+
+    def _price(self, pricing: Callable[[], dict[tuple, Answer]]) -> None:
+        """Keep `pricing`'s answers. Ctrl-C, or a plan HiGHS handed back when it came, stops
+        the search with the best plan so far (or the command, where there is none yet), as
+        Ctrl-C stops a solve with its best plan so far: no further split is begun."""
+        try:
+            priced = pricing()
+        except (KeyboardInterrupt, Interrupted):
+            priced = {}
+            self.interrupted = True
+        self._answers.update(priced)
+        self.interrupted |= any(plan.interrupted for _, plan, _ in priced.values() if plan)
+        if self.interrupted and not any(plan for _, plan, _ in self._answers.values()):
+            raise Interrupted("interrupted before any length split had a plan")
 
     def _in_parallel(self, new: dict[tuple, Edges], jobs: int) -> dict[tuple, Answer]:
         """`new`'s answers from `jobs` worker processes, each split solved in one process
         within what is left of the time limit now. Ctrl-C stops them all."""
         options = dataclasses.replace(self._left(), jobs=1)
-        pool = worker_pool(jobs)
-        try:
+        with worker_pool(jobs) as pool:
             running = {
                 key: pool.submit(_priced, self.solve, self.split(edges), options, edges)
                 for key, edges in new.items()
             }
             return {key: future.result() for key, future in running.items()}
-        except KeyboardInterrupt:
-            stop(pool)
-            raise Interrupted(f"interrupted while pricing {len(new)} length splits") from None
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
     def _left(self) -> SolveOptions:
         """The options with what is left of the time limit, at least MIN_SECONDS."""
@@ -118,10 +134,11 @@ class Router:
         return dataclasses.replace(self.options, time_limit=left)
 
     def spent(self) -> bool:
-        """The time limit is spent: no further split is tried (and the record says so)."""
+        """No further split is tried: the time limit is spent (the record says so) or Ctrl-C
+        has come."""
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.cut_short = True
-        return self.cut_short
+        return self.cut_short or self.interrupted
 
     def split(self, edges: Edges) -> Instance:
         """The instance with each data-given workload replaced by its buckets."""
@@ -134,7 +151,8 @@ class Router:
             workloads += [bucket_workload(w, b, len(parts) == 1) for b in parts]
         return self.instance.model_copy(update={"workloads": workloads})
 
-    def one_pool(self) -> Answer:
+    def one_pool(self) -> Answer | None:
+        """Priced first: Ctrl-C here leaves no plan, and stops the command."""
         return self.answer({n: (1,) for n in self.workloads})
 
     def best_two_pool(self) -> Answer | None:
@@ -190,8 +208,11 @@ def plan_length_routing(
     allowed = [k for k in labels if k in answers and router.within_limits(answers[k][0])]
     label = min(allowed, key=lambda k: (score(answers[k]), _count(answers[k][0])))
     edges, plan, error = answers[label]
+    if plan is None and router.interrupted:
+        raise Interrupted("interrupted before length routing found a plan")
     if plan is None:
         raise error
+    plan.interrupted |= router.interrupted
     plan.length_routing = _record(router, edges, label, answers)
     return plan
 
