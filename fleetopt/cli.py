@@ -23,6 +23,7 @@ from fleetopt.command_support import (
     FiniteRange,
     OneLineGroup,
     OutputPath,
+    jobs_option,
     load_checked_instance,
     max_num_seqs_option,
     one_line_errors,
@@ -96,13 +97,7 @@ FORMATS = {".txt": "table", ".json": "json", ".csv": "csv", ".md": "markdown"}
     show_default=True,
     help="Solver threads; 1 keeps the answer reproducible.",
 )
-@click.option(
-    "--jobs",
-    type=click.IntRange(min=1),
-    help="Independent parts of the program (demand periods, models that share no capped GPU "
-    "type) solved at once, one process each; the plan is the same for any number "
-    "[default: one per core].",
-)
+@jobs_option()
 @click.option(
     "--budget",
     type=FiniteRange(min=0, min_open=True),

@@ -197,6 +197,18 @@ def solver_options(each: str = "") -> Callable[[Callable], Callable]:
     return decorate
 
 
+def jobs_option() -> Callable[[Callable], Callable]:
+    """--jobs: processes for the parts of enumeration and of the program, for every command
+    that solves one instance."""
+    return click.option(
+        "--jobs",
+        type=click.IntRange(min=1),
+        help="Independent parts of the program (demand periods, models that share no capped GPU "
+        "type) solved at once, one process each, as configs are enumerated; the plan is the "
+        "same for any number [default: one per core].",
+    )
+
+
 def max_num_seqs_option(help_text: str) -> Callable[[Callable], Callable]:
     """--max-num-seqs: the engine's batch limit, where a command models one replica."""
     return click.option(

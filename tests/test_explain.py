@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fleetopt import configs
 from fleetopt.catalog import model_catalog
 from fleetopt.cli import main
 from fleetopt.explain import explain
 from fleetopt.explain.sizing import average_workload
 from fleetopt.instance import load_instance, parse_instance
 from fleetopt.report.explain import to_table
+from fleetopt.workers import worker_pool
 from tests.helpers import analytic_instance
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -105,6 +107,30 @@ def test_cli_takes_the_solver_limits(both):
     assert "stopped" not in to_table(both)
     stopped = dataclasses.replace(both, plan_status="feasible", plan_mip_gap=0.031)
     assert "(feasible: the solver stopped before proving it, gap 3.10%)" in to_table(stopped)
+
+
+def test_the_explanation_is_the_same_for_any_number_of_jobs(monkeypatch):
+    """--jobs enumerates the configs (the instance's and each model's average request's) and
+    solves the plan's blocks in worker processes, as `solve` does; here on two models, each
+    part in a worker (the instance is below the sizes that would use them otherwise)."""
+    monkeypatch.setattr(configs, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(configs, "FORKED_FROM", 0)
+    pools = []
+
+    def counted(jobs, forked):
+        pools.append(jobs)
+        return worker_pool(jobs, forked=forked)
+
+    monkeypatch.setattr(configs, "worker_pool", counted)
+    path = str(INSTANCES / "two-model-fleet.yaml")
+    one, two = (
+        CliRunner().invoke(main, ["explain", path, "--format", "json", "--jobs", jobs])
+        for jobs in ("1", "2")
+    )
+    assert one.exit_code == 0 and two.exit_code == 0, one.output + two.output
+    assert len(json.loads(one.output)["rules"]) == 2
+    assert pools == [2, 2, 2]  # the instance's configs, then each model's average request's
+    assert one.output == two.output
 
 
 def test_a_profile_and_price_tiers_are_left_out_of_the_comparison():

@@ -133,11 +133,12 @@ def explain(instance: Instance, options: SolveOptions | None = None) -> Explanat
         left_out.append("objective")
         changes["objective"] = Objective(minimize="cost")
     instance = instance.model_copy(update=changes)
+    options = options or SolveOptions()
     resolved = resolve(instance)
-    config_set = enumerate_configs(resolved)
+    config_set = enumerate_configs(resolved, options.jobs)
     price = {name: gpu.price_per_gpu_hour for name, gpu in resolved.gpus.items()}
     plan = plan_fleet(instance, options, (resolved, config_set))
-    rules = [_rule(model, resolved, config_set, price) for model in resolved.models]
+    rules = [_rule(model, resolved, config_set, price, options.jobs) for model in resolved.models]
     rules = [rule for rule in rules if rule is not None]
     return Explanation(
         name=instance.name,
@@ -226,7 +227,7 @@ def _gpus_per_request(path: Path) -> float:
 
 
 def _rule(
-    model: str, resolved: Resolved, config_set: ConfigSet, price: dict[str, float]
+    model: str, resolved: Resolved, config_set: ConfigSet, price: dict[str, float], jobs: int
 ) -> RequestsRule | None:
     """Size the model's fleet by requests/s: one average request, its cheapest path, scaled."""
     classes = [c for c in config_set.classes if c.model == model]
@@ -235,7 +236,7 @@ def _rule(
     context = resolved.models[model].spec.max_context
     average = average_workload(model, resolved.instance, context)
     only = resolved.instance.model_copy(update={"workloads": [average]})
-    average_set = enumerate_configs(resolve(only))
+    average_set = enumerate_configs(resolve(only), jobs)
     total = average.rate
 
     def bought(path: Path) -> list[int]:
