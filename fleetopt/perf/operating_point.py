@@ -415,16 +415,8 @@ def ineligibility(
     if blocker := memory_blocker(replica, shape, op.does_decode, limits):
         return blocker
     lat = latency(replica, op, shape)
-    if (
-        shape.ttft_s is not None
-        and lat.ttft_s is not None
-        and lat.ttft_s > shape.ttft_s * (1 + 1e-9)
-    ):
-        return Blocker(
-            "ttft",
-            f"TTFT {lat.ttft_s * 1e3:,.0f} ms > target {shape.ttft_s * 1e3:,.0f} ms",
-            lat.ttft_s / shape.ttft_s,
-        )
+    if blocker := _over_target("ttft", lat.ttft_s, shape.ttft_s, 0):
+        return blocker
     if shape.ttft_s is not None and lat.ttft_s is not None:
         late = unqueued_misses(replica, op, shape)
         if late >= shape.miss_share:
@@ -435,17 +427,20 @@ def ineligibility(
                 f"the {shape.miss_share:.2%} allowed",
                 late / shape.miss_share,
             )
-    if (
-        shape.tpot_s is not None
-        and lat.tpot_s is not None
-        and lat.tpot_s > shape.tpot_s * (1 + 1e-9)
-    ):
-        return Blocker(
-            "tpot",
-            f"TPOT {lat.tpot_s * 1e3:,.1f} ms > target {shape.tpot_s * 1e3:,.1f} ms",
-            lat.tpot_s / shape.tpot_s,
-        )
-    return None
+    return _over_target("tpot", lat.tpot_s, shape.tpot_s, 1)
+
+
+def _over_target(
+    kind: str, seconds: float | None, target_s: float | None, digits: int
+) -> Blocker | None:
+    """A latency over its target (beyond rounding), in ms to `digits` places."""
+    if seconds is None or target_s is None or seconds <= target_s * (1 + 1e-9):
+        return None
+    return Blocker(
+        kind,
+        f"{kind.upper()} {seconds * 1e3:,.{digits}f} ms > target {target_s * 1e3:,.{digits}f} ms",
+        seconds / target_s,
+    )
 
 
 def throughput_step_s(
