@@ -142,7 +142,7 @@ def solve(
         objective = Objective(maximize="throughput", budget_per_hour=budget)
         instance = instance.model_copy(update={"objective": objective})
     hint = "Ctrl-C or --time-limit stops early: docs/user-guide.md, Stopping early"
-    with progress(f"solving {instance.name}...", enabled=not verbose, hint=hint):
+    with progress(f"solving {instance.name}...", enabled=not verbose, hint=hint, detail=_how_far):
         plan = _plan(instance, time_limit, mip_gap, threads, verbose, jobs or default_jobs())
     render = {
         "table": to_table,
@@ -162,6 +162,19 @@ def solve(
         from fleetopt.simulate import after_solve
 
         click.echo(after_solve(plan, instance), err=fmt in ("json", "csv"))
+
+
+def _how_far() -> str:
+    """The blocks solved and the gap of the one under way, for `fleetopt solve`'s display. Read
+    from its thread, which may not import (the solver is imported meanwhile, by this process's
+    main thread): nothing until fleetopt.solve is."""
+    watched = getattr(sys.modules.get("fleetopt.solve"), "WATCHED", None)
+    if watched is None:
+        return ""
+    blocks, gap = watched.blocks, watched.gap
+    parts = [] if blocks is None else [f"{blocks[0]} of {blocks[1]} blocks"]
+    parts += [] if gap is None else [f"gap {gap:.2%}"]
+    return f"({', '.join(parts)})" if parts else ""
 
 
 def _plan(

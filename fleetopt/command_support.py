@@ -136,11 +136,14 @@ def progress(
     every_s: float = 1.0,
     hint: str = "",
     hint_after_s: float = 10.0,
+    detail: Callable[[], str] = lambda: "",
 ) -> Iterator[None]:
     """A one-line elapsed-time display on stderr while a long step runs, for a person at a
     terminal: nothing when stderr is not a terminal (pipes, CI) or when disabled. It writes to
     a duplicate of the terminal's descriptor, since the solver interface captures stderr. After
-    `hint_after_s` the line adds `hint` (what the person can do about a long wait)."""
+    `hint_after_s` the line adds `hint` (what the person can do about a long wait). `detail`:
+    how far the step has come, read each tick from the display's thread, so it may take no
+    lock (`workers.fork_safe_thread`)."""
     stream = sys.stderr
     if not (enabled and stream.isatty()):
         yield
@@ -157,7 +160,7 @@ def progress(
         nonlocal widest
         while not done.wait(every_s):
             elapsed = time.monotonic() - start
-            line = f"{message} {elapsed:,.0f} s"
+            line = " ".join(filter(None, [f"{message} {elapsed:,.0f} s", detail()]))
             if hint and elapsed >= hint_after_s:
                 line += f" ({hint})"
             widest = max(widest, len(line))

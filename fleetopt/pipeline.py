@@ -43,9 +43,11 @@ from fleetopt.polish import polished
 from fleetopt.presolve import ModelSeconds, Presolved, incumbent_start, presolve
 from fleetopt.scaled_bound import ScaledLp, scaled_lp
 from fleetopt.solve import (
+    WATCHED,
     Outcome,
     SolveOptions,
     builds_in_time,
+    relative_gap,
     run_highs,
     seconds_left,
     time_left,
@@ -283,7 +285,9 @@ def solve_program(data: ProgramData, options: SolveOptions, split: bool = True) 
         else _in_process(data, queue, options, deadline, rounds, groups, scaled)
     )
     whole, stats, outcomes = empty_solution(data), Stats(), {}
+    WATCHED.blocks = (0, len(parts)) if len(parts) > 1 else None
     for done, (i, result) in enumerate(zip(order, results, strict=True), start=1):
+        WATCHED.blocks = (done, len(parts)) if len(parts) > 1 else None
         stats = stats + result.stats
         outcome = result.outcome
         hours = sum(data.periods[t].hours for t in parts[i][1])
@@ -521,7 +525,8 @@ def solve_block(
     built = time.perf_counter()
     model = build_model(reduced.data)
     build = time.perf_counter() - built
-    outcome = run_highs(model, time_left(options, began), incumbent_start(presolved, model))
+    start = incumbent_start(presolved, model)
+    outcome = run_highs(model, time_left(options, began), start, True, presolved.bound)
     maximize = block.data.maximize_throughput
     if incumbent is not None and _no_better(outcome, incumbent.outcome, maximize):
         return _incumbent_answer(block, presolved, outcome, presolve_seconds, build)
@@ -573,9 +578,7 @@ def _bounded(outcome: Outcome, bound: float | None, maximize: bool = False) -> O
         and (outcome.bound <= bound if maximize else outcome.bound >= bound)
     ):
         return outcome
-    upper = outcome.objective
-    gap = abs(upper - bound) / max(abs(upper), 1e-12)
-    return dataclasses.replace(outcome, bound=bound, gap=gap)
+    return dataclasses.replace(outcome, bound=bound, gap=relative_gap(outcome.objective, bound))
 
 
 def _no_better(outcome: Outcome, incumbent: Outcome, maximize: bool) -> bool:

@@ -6,9 +6,10 @@ import dataclasses
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -119,6 +120,20 @@ without raising the bound. Without them the same plans are proved 1.5-3x sooner
 (docs/benchmarks.md)."""
 
 
+@dataclass
+class Watched:
+    """How far the solve under way in this process has come, for a display that reads it from
+    another thread (`fleetopt solve` at a terminal): the program's independent blocks done of
+    how many, and the gap of the block's branch and bound now (None before it has a plan and a
+    bound, and between programs). Ctrl-C keeps the plan that gap is of."""
+
+    blocks: tuple[int, int] | None = None
+    gap: float | None = None
+
+
+WATCHED = Watched()
+
+
 HIGHS_SECONDS = 1.0
 """The least of a time limit HiGHS keeps after the model is handed over (`run_highs`): the
 restricted programs of the scale benchmark's throughput solves complete their starts in it."""
@@ -128,9 +143,15 @@ FEASIBLE = 2
 
 
 def run_highs(
-    model: pyo.ConcreteModel, options: SolveOptions, start: Mapping[VarData, float] | None = None
+    model: pyo.ConcreteModel,
+    options: SolveOptions,
+    start: Mapping[VarData, float] | None = None,
+    watched: bool = False,
+    bound: float | None = None,
 ) -> Outcome:
-    """Solve with HiGHS and load the incumbent, if any, into the model's variables.
+    """Solve with HiGHS and load the incumbent, if any, into the model's variables; `watched`:
+    its gap in `WATCHED` as it runs (the block's program, not the presolve's steps), against
+    HiGHS's bound or `bound` (known before), whichever proves more, as the outcome's is.
 
     `start` gives values of some integer variables of a known plan: HiGHS completes it (a MIP
     over the rest) and starts from it, so its answer is never dearer than that plan; without
@@ -150,7 +171,13 @@ def run_highs(
     if start:
         values = np.array(list(start.values()), dtype=float)
         highs.setSolution(len(values), loaded.column_index(start), values)
-    ran, interrupted = _run(highs)
+    if watched:  # HiGHS calls it every ~25 ms of branch and bound
+        maximize = highs.getObjectiveSense()[1] == highspy.ObjSense.kMaximize
+        highs.cbMipInterrupt += _watcher(bound, maximize)
+    try:
+        ran, interrupted = _run(highs)
+    finally:
+        WATCHED.gap = None
     status, info = highs.getModelStatus(), highs.getInfo()
     proven = status == highspy.HighsModelStatus.kOptimal
     if info.mip_node_count >= 0:  # a MIP (-1: no integer variables, an LP)
@@ -317,6 +344,26 @@ def _run(highs: highspy.Highs) -> tuple[float, list[int]]:
     with _cancel_on_interrupt(highs) as interrupted:
         highs.run()
     return time.perf_counter() - began, interrupted
+
+
+def _watcher(bound: float | None, maximize: bool) -> Callable[[Any], None]:
+    better = min if maximize else max
+
+    def watch(event) -> None:
+        found, proved = (
+            _finite(event.data_out.mip_primal_bound),
+            _finite(event.data_out.mip_dual_bound),
+        )
+        if bound is not None:
+            proved = bound if proved is None else better(proved, bound)
+        WATCHED.gap = None if found is None or proved is None else relative_gap(found, proved)
+
+    return watch
+
+
+def relative_gap(found: float, bound: float) -> float:
+    """How far a plan's objective may be from the optimum, as a share of it."""
+    return abs(found - bound) / max(abs(found), 1e-12)
 
 
 def _finite(value: float) -> float | None:
