@@ -188,6 +188,8 @@ def hold_in_workers(instance, options):
 
 
 def test_ctrl_c_stops_splits_priced_side_by_side_and_keeps_the_best_plan(plan):
+    """A real SIGINT while the single boundaries are priced in workers: they are stopped at
+    once (held there for minutes, they would outlast the wait), and the plan is the one pool's."""
     done = _interrupt(SIDE_BY_SIDE_CHILD, ready="PRICING\n", settle_s=0.5)
     assert done.returncode == 0, done.stderr
     stopped = json.loads(done.stdout.split("PLAN ", 1)[1])
