@@ -600,7 +600,7 @@ def merge_outcomes(weighted: list[tuple[float, Outcome]]) -> Outcome:
     objective = sum(w * o.objective for w, o in weighted)
     bounds = [o.bound for o in outcomes]
     bound = None if None in bounds else sum(w * o.bound for w, o in weighted)
-    gap = None if bound is None else abs(objective - bound) / max(abs(objective), 1e-12)
+    gap = None if bound is None else relative_gap(objective, bound)
     proven = all(o.status == "optimal" for o in outcomes)
     return Outcome(
         "optimal" if proven else "feasible",

@@ -16,7 +16,7 @@ import dataclasses
 import pyomo.core as pyo
 
 from fleetopt.extract import ROUTE_EPS
-from fleetopt.solve import Outcome, SolveOptions, run_highs
+from fleetopt.solve import Outcome, SolveOptions, relative_gap, run_highs
 
 
 def routes_without_replicas(model: pyo.ConcreteModel) -> bool:
@@ -44,7 +44,7 @@ def polished(model: pyo.ConcreteModel, outcome: Outcome, options: SolveOptions) 
     if again.objective is None:
         return outcome
     objective, bound = again.objective, outcome.bound
-    gap = None if bound is None else abs(bound - objective) / max(abs(objective), 1e-12)
+    gap = None if bound is None else relative_gap(objective, bound)
     proven = outcome.status == "optimal" and gap is not None and gap <= options.mip_gap
     return dataclasses.replace(
         outcome,
