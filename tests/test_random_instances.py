@@ -3,7 +3,8 @@ simulation, or an infeasibility that names the class and why.
 
 The shipped instances are a handful of shapes; these draw the model, GPU types, tensor-parallel
 sizes, serving modes, classes, rates, length distributions and SLO percentiles at random
-(fixed seeds, the quick ones), the way unseen instances differ. Random instances found three
+(`random_instance` of benchmarks/random_plans.py, which runs any seeds, drawn wider, through the
+command line; here fixed seeds, the quick ones), the way unseen instances differ. Random instances found three
 ways a plan could miss in simulation (tests/test_stress_plans.py). Same measure as
 tests/test_plans_hold_in_simulation.py: Poisson, 20,000 requests, seed 0, within one point.
 """
@@ -11,7 +12,8 @@ tests/test_plans_hold_in_simulation.py: Poisson, 20,000 requests, seed 0, within
 from __future__ import annotations
 
 import functools
-import random
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -21,59 +23,20 @@ from fleetopt.instance import parse_instance
 from fleetopt.pipeline import plan_fleet
 from fleetopt.simulate import poisson_report
 
-GPUS = ["l40s", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x"]
-MODELS = ["llama-3.1-8b", "qwen3-32b", "llama-3.1-70b", "mixtral-8x7b"]
+_SPEC = importlib.util.spec_from_file_location(
+    "random_plans", Path(__file__).parents[1] / "benchmarks" / "random_plans.py"
+)
+random_plans = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(random_plans)
+
 SEEDS = [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 20, 21, 22, 23, 24]
 """The seeds of 0..24 whose instance solves within about a second (1, 16 and 19 take 3–25 s)."""
-
-
-def _lengths(rng: random.Random, mean: int, cap: int) -> int | dict:
-    if rng.random() < 0.3:
-        return mean
-    p50 = round(mean * rng.uniform(0.5, 0.9))
-    p90 = round(mean * rng.uniform(1.5, 2.5))
-    p99 = min(cap, round(p90 * rng.uniform(1.5, 3)))
-    longest = min(cap, round(p99 * rng.uniform(1.2, 2.5)))
-    return {"mean": mean, "p50": p50, "p90": p90, "p99": p99, "max": longest}
-
-
-def random_instance(seed: int) -> dict:
-    rng = random.Random(seed)
-    model = rng.choice(MODELS)
-    workloads = []
-    for i in range(rng.randint(1, 3)):
-        slo = {
-            "ttft_ms": rng.choice([500, 1000, 2000, 5000]),
-            "tpot_ms": rng.choice([30, 50, 80, 150]),
-        }
-        if rng.random() < 0.4:
-            slo["percentile"] = rng.choice([90, 95, 99.9])
-        workloads.append(
-            {
-                "name": f"class-{i}",
-                "model": model,
-                "requests_per_s": round(rng.uniform(1, 40), 1),
-                "input_tokens": _lengths(rng, rng.choice([200, 800, 2000, 6000]), 24000),
-                "output_tokens": _lengths(rng, rng.choice([50, 200, 600, 1500]), 6000),
-                "slo": slo,
-            }
-        )
-    return {
-        "name": f"random-{seed}",
-        "gpus": [{"type": g} for g in rng.sample(GPUS, rng.randint(1, 3))],
-        "models": [{"name": model, "weight_dtype": "fp8", "kv_dtype": "fp8"}],
-        "workloads": workloads,
-        "serving": {
-            "modes": rng.choice([["colocated"], ["colocated", "disaggregated"]]),
-            "tensor_parallel": sorted(rng.sample([1, 2, 4, 8], rng.randint(1, 3))),
-        },
-    }
 
 
 @functools.cache
 def _solved(seed: int):
     """(instance, plan), or (instance, the infeasibility) where there is no plan."""
-    instance = parse_instance(random_instance(seed))
+    instance = parse_instance(random_plans.random_instance(seed))
     try:
         return instance, plan_fleet(instance)  # verified before it is returned
     except InfeasibleError as exc:
