@@ -87,7 +87,8 @@ def random_instance(seed: int) -> dict:
 
 
 def wider_instance(seed: int) -> dict:
-    """`random_instance` with the fields it leaves at their defaults drawn too."""
+    """`random_instance` redrawn wider: more GPU types and models, BF16 weights, any
+    percentile, one target only, and the fields it leaves at their defaults."""
     data, rng = random_instance(seed), random.Random(10_000 + seed)
     model = rng.choice(MORE_MODELS)
     data["gpus"] = [{"type": g} for g in rng.sample(MORE_GPUS, rng.randint(1, 4))]
@@ -133,7 +134,8 @@ def _last_line(text: str, width: int = 100) -> str:
 
 
 def row(seed: int, data: dict, folder: Path, options: argparse.Namespace) -> tuple[str, float, str]:
-    """(kind, solve seconds, the row's text) for one instance: planned, infeasible or failed."""
+    """(kind, solve seconds, the row's text) for one instance: planned, missed (a class below
+    its percentile in simulation), infeasible or failed."""
     path, plan_path = folder / f"random-{seed}.yaml", folder / f"plan-{seed}.json"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     solve = ["solve", str(path), "--time-limit", str(options.time_limit)]
