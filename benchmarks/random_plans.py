@@ -35,12 +35,12 @@ from pathlib import Path
 
 import yaml
 
+from fleetopt.errors import InfeasibleError
+
 GPUS = ["l40s", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x"]
 MODELS = ["llama-3.1-8b", "qwen3-32b", "llama-3.1-70b", "mixtral-8x7b"]
 MORE_GPUS = [*GPUS, "l4", "a10g", "a100-40gb"]
 MORE_MODELS = [*MODELS, "mistral-7b"]
-INFEASIBLE = 3
-"""`fleetopt solve`'s exit code where no fleet meets the targets (docs/user-guide.md)."""
 
 
 def _lengths(rng: random.Random, mean: int, cap: int) -> int | dict:
@@ -143,7 +143,7 @@ def row(seed: int, data: dict, folder: Path, options: argparse.Namespace) -> tup
     start = time.perf_counter()
     solved = _run(solve)
     seconds = time.perf_counter() - start
-    if solved.returncode == INFEASIBLE:
+    if solved.returncode == InfeasibleError.exit_code:
         return "infeasible", seconds, f"infeasible  {_last_line(solved.stderr)}"
     if solved.returncode != 0:
         return "failed", seconds, f"exit {solved.returncode}  {_last_line(solved.stderr)}"
