@@ -18,17 +18,21 @@ from fleetopt.catalog import Gpu, Model, Resolved
 from fleetopt.instance import Instance, Profile, Workload
 from fleetopt.perf.curves import replica_for, replica_limits, uncovered
 from fleetopt.perf.operating_point import (
+    BATCH,
+    KV,
     PROFILE,
     Blocker,
     Limits,
     OperatingPoint,
     RequestShape,
+    admission_headroom,
     batch_slots,
     capacity,
     capacity_gap,
     ineligibility,
     latency,
     latency_bound,
+    max_rate,
     queue_curve,
     unqueued_misses,
     usage,
@@ -126,6 +130,9 @@ class Config:
     slot_tier: int | None = None
     """The fewest batch slots among its members where the point's classes that leave fewer
     are left out (`slot_tiers`); None: every class the point may carry at its level."""
+    min_replicas: int = 1
+    """The fewest replicas its pool may have where its admission headroom is sized for a pool
+    of that many (`pooled_variants`); 1: one replica's own slots."""
 
     @property
     def role(self) -> str:
@@ -143,7 +150,8 @@ class Config:
         queue = "" if self.wait_budget_s is None else f"-wait{self.wait_budget_s * 1e3:.0f}ms"
         walk = f"-ctx{self.walk_tokens:.0f}" if self.walk_tokens else ""
         tier = "" if self.slot_tier is None else f"-slots{self.slot_tier}"
-        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}{walk}{tier}"
+        pool = "" if self.min_replicas == 1 else f"-pool{self.min_replicas}"
+        return f"{self.model}/{self.gpu}/tp{self.tp}/{self.role}/{point}{queue}{walk}{tier}{pool}"
 
 
 @dataclass
@@ -391,8 +399,11 @@ def _no_larger_shares(group: list[Config]) -> list[np.ndarray]:
 
 def _dominates(a: Config, b: Config) -> bool:
     """a carries everything b carries, at no larger share of any resource, pools at least as well
-    (its queueing curve nowhere below b's), ties broken by key."""
+    (its queueing curve nowhere below b's), in pools of any size b's may have, ties broken by
+    key."""
     if set(a.capacity) != set(b.capacity) or not set(b.usage) <= set(a.usage):
+        return False
+    if a.min_replicas > b.min_replicas:
         return False
     shares = [
         (a.usage[c].get(r, 0.0) / a.capacity[r], b.usage[c].get(r, 0.0) / b.capacity[r])
@@ -407,6 +418,7 @@ def _dominates(a: Config, b: Config) -> bool:
         any(sa < sb * (1 - 1e-12) for sa, sb in shares)
         or set(b.usage) < set(a.usage)
         or a.queue != b.queue
+        or a.min_replicas < b.min_replicas
     )
     return strictly or a.key < b.key
 
@@ -472,7 +484,8 @@ def _analytic_configs(
         for tier, members in slot_tiers(replica, op, admitted, limits):
             config = _config_of(replica, op, base, members, level, tier, limits, headrooms)
             if config is not None:
-                configs.append(config)
+                variants = pooled_variants(replica, caps, config, members, limits, headrooms)
+                configs += [config, *variants]
     return configs
 
 
@@ -487,18 +500,10 @@ def _config_of(
     headrooms: dict,
 ) -> Config | None:
     """The point's config for these members, with the margins they need (None: no room)."""
-    shapes = {c.name: c.shape for c in members}
-    margins = with_latency_margins(
-        replica,
-        op,
-        shapes,
-        limits,
-        base.capacity,
-        {n: usage(replica, op, sh) for n, sh in shapes.items()},
-        headrooms,
-    )
+    margins = _margins(replica, op, base.capacity, members, limits, headrooms)
     if margins is None:
         return None
+    shapes = {c.name: c.shape for c in members}
     config = replace(
         base,
         capacity=margins[0],
@@ -548,6 +553,86 @@ def slot_tiers(
         if above >= SLOT_TIER_GRID * tier:
             sets.append((above, [c for c in classes if slots.get(c.name, above) > tier]))
     return sets
+
+
+POOL_TIER_GRID = 1.25
+"""A config's pooled variant is offered where it carries some class alone at least 1.25 times
+the rate of the last one offered (or of the config itself): nearby pool sizes add a config and
+a binary for little room."""
+MOST_POOLED_SLOTS = 2048
+"""Pooled variants stop where the pool holds more batch slots than this (a latency-bound
+member's): there the headroom is near 1 (0.93 for the 4-slot replicas of
+tests/test_pooled_admission.py at 1,024), and each evaluation of the Erlang tail takes time in
+proportion to the slots. A larger pool is sized at the last size's headroom (conservative)."""
+
+
+def pooled_variants(
+    replica: Replica,
+    caps: dict[str, float],
+    config: Config,
+    members: list[RequestClass],
+    limits: Limits,
+    headrooms: dict,
+) -> list[Config]:
+    """The config with its admission headroom sized for pools of m = 2, 4, 8, … replicas
+    (`admission_headroom`), each with `min_replicas` m, while some member alone is held by
+    its batch slots or KV cache: a replica of few slots (a small max_num_seqs, long contexts)
+    needs a wide margin on its own and little in a pool that shares its queue. Offered at
+    POOL_TIER_GRID steps, up to MOST_POOLED_SLOTS; the program keeps a variant's replicas at 0
+    or at least m (docs/formulation.md §3). A larger pool changes only the slots' and KV's
+    rows, which carry at most 1/h times the rate at headroom h, so the search stops where no
+    member could reach POOL_TIER_GRID times its rate at the last size offered: its other rows,
+    or the 1/h of its headroom there, bound it below that. `caps`: the point's capacities
+    before margins."""
+    shapes = [c.shape for c in members]
+    timed = [shape for shape in shapes if latency_bound(shape)]
+    if not config.op.does_decode or not timed:
+        return []
+    slots = min(batch_slots(replica, shape, limits) for shape in timed)
+    variants, offered, rates = [], _rates_alone(config), _rates_alone(config)
+    unslotted = {r: cap for r, cap in config.capacity.items() if r not in (BATCH, KV)}
+    others = {c: max_rate(unslotted, use)[0] for c, use in config.usage.items()}
+    pool, last = 2, 1
+    while pool * slots <= MOST_POOLED_SLOTS and any(
+        binding in (BATCH, KV) for _, binding in rates.values()
+    ):
+        rooms = admission_headroom(replica, config.op, shapes, limits, headrooms, last)
+        room = dict(zip((c.name for c in members), rooms, strict=True))
+        if all(
+            min(rate / room[c], others[c]) < POOL_TIER_GRID * rate
+            for c, (rate, _) in offered.items()
+        ):
+            break
+        margins = _margins(replica, config.op, caps, members, limits, headrooms, pool)
+        if margins is None:
+            break
+        variant = replace(config, capacity=margins[0], usage=margins[1], min_replicas=pool)
+        rates = _rates_alone(variant)
+        if any(rates[c][0] >= POOL_TIER_GRID * offered[c][0] for c in rates):
+            variants.append(variant)
+            offered, last = rates, pool
+        pool *= 2
+    return variants
+
+
+def _margins(
+    replica: Replica,
+    op: OperatingPoint,
+    caps: dict[str, float],
+    members: list[RequestClass],
+    limits: Limits,
+    headrooms: dict,
+    pool: int = 1,
+) -> tuple[dict[str, float], dict[str, dict[str, float]]] | None:
+    """`with_latency_margins` of these members at the point, in pools of `pool` replicas."""
+    shapes = {c.name: c.shape for c in members}
+    uses = {name: usage(replica, op, shape) for name, shape in shapes.items()}
+    return with_latency_margins(replica, op, shapes, limits, caps, uses, headrooms, pool)
+
+
+def _rates_alone(config: Config) -> dict[str, tuple[float, str]]:
+    """Each class's most requests/s on one replica of the config, alone, and what binds it."""
+    return {c: max_rate(config.capacity, use) for c, use in config.usage.items()}
 
 
 LEVEL_GRID = 1.25

@@ -439,9 +439,9 @@ class Serving(Strict):
     """Ceiling on the busy share of prefill capacity, on top of the queueing model (which keeps
     small pools well below it): headroom for what the model does not see."""
     max_num_seqs: int = Field(256, ge=1)
-    """Engine limit on sequences in one decode batch (vLLM max_num_seqs). Each replica's slots
-    are sized as though it queued alone, so a small limit is planned conservatively
-    (docs/latency.md)."""
+    """Engine limit on sequences in one decode batch (vLLM max_num_seqs). A pool's replicas
+    share their slots (the router sends a request to a free one): where few slots bind, pools
+    are sized at 1, 2, 4, … replicas' headroom (docs/latency.md)."""
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     """Share of HBM the engine may use for weights, activations and KV cache."""
     chunk_tokens: list[int] = Field(

@@ -207,9 +207,9 @@ def _check_pool(
         seqs = sum(r * c.shape.output_mean * tau for c, r in load) / x
         context = sum(r * c.shape.output_mean * tau * c.shape.decode_context for c, r in load) / x
         held = sum(r * c.shape.output_mean * tau * c.shape.reserved_tokens for c, r in load) / x
-        # Slots and KV with each routed class's admission headroom (Erlang C on slots), its
-        # sequences counted at the mean step the load gives (operating_point.admitted_usage).
-        headroom = admission_headroom(replica, op, [c.shape for c, _ in load], limits)
+        # Slots and KV with each routed class's admission headroom (Erlang C on the pool's
+        # slots), its sequences counted at the mean step the load gives (admitted_usage).
+        headroom = admission_headroom(replica, op, [c.shape for c, _ in load], limits, pooled=x)
         if any(h <= 0 for h in headroom):
             problems.append("no slot headroom left for a latency-bound class")
         else:

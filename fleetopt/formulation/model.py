@@ -7,6 +7,7 @@
 | `gpus[g, t]` | integer | GPUs of type g in service in period t |
 | `nodes[g, t]` | integer | whole nodes of type g (only where `gpus_per_node` is set) |
 | `reserved[g]`, `on_demand[g, t]`, `spot[g, t]` | integer | GPUs by price tier (only with `pricing`) |
+| `open[k, t]` | binary | config k has a pool in period t (only where its pool has a least size) |
 | `alpha` | continuous | share of demand served: fixed at 1 when minimising cost |
 
 Without a demand profile there is one period (t = 0) of multiplier 1.
@@ -79,16 +80,19 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
         for var in m.component_data_objects(pyo.Var):
             if var.domain is pyo.NonNegativeIntegers:
                 var.domain = pyo.NonNegativeReals
+            elif var.domain is pyo.Binary:
+                var.domain = pyo.UnitInterval
     return m
 
 
 def model_columns(data: ProgramData, relaxed: bool = False) -> int:
-    """About how many columns `build_model` makes: x and r in every period and, unless
-    `relaxed`, each expanded pooling curve's fill and beyond (at most its increments; the GPU
-    counts and tiers, a few per GPU type, left out). Building and handing over a model takes
+    """About how many columns `build_model` makes: x, r and a pool's `open` in every period
+    and, unless `relaxed`, each expanded pooling curve's fill and beyond (at most its
+    increments; the GPU counts and tiers, a few per GPU type, left out). Building and handing over a model takes
     time in proportion (fleetopt.solve.builds_in_time), which a time limit weighs first: one
     block of a throughput program holds every config in every period."""
     count = len(data.configs) + len(data.eligible())
+    count += sum(config.min_replicas > 1 for config in data.configs)
     if not relaxed:
         count += sum(
             len(config.queue.increments) + 1

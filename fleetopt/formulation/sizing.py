@@ -42,6 +42,7 @@ class Columns:
     roles: np.ndarray  # [k]: its role (colocated, prefill, decode)
     gpus: np.ndarray  # [k]: its GPU type
     tp: np.ndarray  # [k]: its tensor-parallel size
+    least: np.ndarray  # [k]: the fewest replicas a pool of it may have (`Config.min_replicas`)
     _groups: dict[tuple[str, ...], Carriers] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -85,6 +86,7 @@ class Columns:
             roles=self.roles[configs],
             gpus=self.gpus[configs],
             tp=self.tp[configs],
+            least=self.least[configs],
         )
 
     def carriers(self, group: tuple[str, ...]) -> Carriers:
@@ -156,9 +158,10 @@ def columns(data: ProgramData) -> Columns:
     roles = np.array([config.role for config in data.configs], dtype=str)
     gpus = np.array([config.gpu for config in data.configs], dtype=str)
     tp = np.array([config.tp for config in data.configs], dtype=np.int64)
+    least = np.array([config.min_replicas for config in data.configs], dtype=np.int64)
     prefill = resources.get(PREFILL)
     return Columns(
-        classes, usage, capacity, carries, prefill, heads, lengths - 1, tail, roles, gpus, tp
+        classes, usage, capacity, carries, prefill, heads, lengths - 1, tail, roles, gpus, tp, least
     )
 
 
@@ -174,7 +177,8 @@ def pooled(cols: Columns, k: np.ndarray, replicas: np.ndarray) -> np.ndarray:
 def replicas_alone(cols: Columns, rates: dict[str, float]) -> np.ndarray:
     """For each config, the fewest replicas that carry these requests/s of the classes it may
     carry, on every resource, the prefill pooled (n replicas carry g(n) ≤ n replicas' worth:
-    the least n from ⌈load/cap⌉ up that the pooling curve says suffices)."""
+    the least n from ⌈load/cap⌉ up that the pooling curve says suffices), and no fewer than
+    its pool's least (`Config.min_replicas`) where it carries any."""
     return replicas_alone_each(cols, [rates])[0]
 
 
@@ -196,8 +200,14 @@ def replicas_alone_each(cols: Columns, rates: list[dict[str, float]]) -> np.ndar
         return np.concatenate([replicas_alone_each(cols, part) for part in parts])
     loads = np.stack([cols.loads(each) for each in rates])
     need = np.ceil(loads / cols.capacity - ROUNDING).astype(np.int64)
-    if cols.prefill is None:
-        return need.max(axis=2, initial=0)
+    if cols.prefill is not None:
+        _pool_prefill(cols, loads, need)
+    most = need.max(axis=2, initial=0)
+    return np.where(most > 0, np.maximum(most, cols.least[None, :]), 0)
+
+
+def _pool_prefill(cols: Columns, loads: np.ndarray, need: np.ndarray) -> None:
+    """Raise `need`'s prefill cells ([t, k, ρ]) to the replicas whose pool carries the load."""
     p = cols.prefill
     t, k = np.nonzero(np.isfinite(cols.capacity[:, p]) & (loads[:, :, p] > 0))
     target, cap = loads[t, k, p] * (1 - ROUNDING), cols.capacity[k, p]
@@ -206,7 +216,6 @@ def replicas_alone_each(cols: Columns, rates: list[dict[str, float]]) -> np.ndar
         short = pooled(cols, k, need[t, k, p]) * cap < target
         need[t[short], k[short], p] += 1
         t, k, target, cap = t[short], k[short], target[short], cap[short]
-    return need.max(axis=2, initial=0)
 
 
 def _on_the_tail(cols: Columns, k: np.ndarray, load: np.ndarray) -> np.ndarray:

@@ -536,10 +536,12 @@ def admission_headroom(
     shapes: list[RequestShape],
     limits: Limits,
     known: dict | None = None,
+    pooled: int = 1,
 ) -> list[float]:
     """Each class's share of a replica's batch slots and KV cache its sequences may fill on
-    average, were it alone; in a mix each class's sequences count 1/h of a slot and of their
-    KV (`admitted_usage`), between the single-class points.
+    average, were it alone, in a pool of `pooled` such replicas; in a mix each class's
+    sequences count 1/h of a slot and of their KV (`admitted_usage`), between the single-class
+    points.
 
     Each slot is a server and a sequence holds one for its whole decode, so admission is a
     queue of S slots (service = the output's steps); requests should not wait more than one
@@ -559,6 +561,12 @@ def admission_headroom(
     (its sequences would fill the slots the others wait for); only a replica of such classes
     alone fills every slot.
 
+    The router sends a request to a replica of the pool with a free slot (among those of the
+    least prompt work ahead: simulate/router.py), so n replicas of S slots act as one queue of
+    n·S slots, each replica at the same load: the headroom is F·load(n·S/F)/(n·S), which rises
+    with n (approximate: a request joins one replica's queue, not the pool's; measured in
+    docs/latency.md).
+
     `known`: the headrooms found so far at this replica and point (one dict across its
     queueing levels, whose class sets differ but often share the slots, wait and miss share)."""
     timed = [s for s in shapes if latency_bound(s)]
@@ -577,10 +585,11 @@ def admission_headroom(
         # through 0): the lesser headroom is the one at the fewer scaled slots
         pairs = ((limits.max_num_seqs, swing), (cache_slots, swing + kv_spread))
         slots, spread = min(pairs, key=lambda pair: pair[0] / pair[1])
+        slots *= pooled
         return spread * max_load_between(slots / spread, waits, tail) / slots
 
     found = {} if known is None else known
-    key = (cache_slots, kv_spread, waits, tail)
+    key = (cache_slots, kv_spread, waits, tail, pooled)
     for shape in shapes:
         if (shape, *key) not in found:
             found[shape, *key] = _alone(replica, op, shape, limits, at)
@@ -695,6 +704,7 @@ def with_latency_margins(
     caps: dict[str, float],
     usages: dict[str, dict[str, float]],
     known: dict | None = None,
+    pooled: int = 1,
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]] | None:
     """The point's capacities and usages with the margins that hold latency percentiles, not
     only means (docs/latency.md); None if no margin leaves room to carry anything.
@@ -715,12 +725,12 @@ def with_latency_margins(
       allotted p54.5), so S shrinks by the larger of z·√v0/2 and the largest β of the
       TPOT-bound classes (`own_sequence_s`; a row with both charges implies each one's).
 
-    `known`: as for `admission_headroom`."""
+    `known`, `pooled`: as for `admission_headroom`."""
     caps = dict(caps)
     usages = {name: dict(use) for name, use in usages.items()}
     if not op.does_decode:
         return caps, usages
-    headrooms = admission_headroom(replica, op, list(shapes.values()), limits, known)
+    headrooms = admission_headroom(replica, op, list(shapes.values()), limits, known, pooled)
     for (name, shape), headroom in zip(shapes.items(), headrooms, strict=True):
         if headroom <= 0:
             return None

@@ -171,14 +171,16 @@ def best_throughput(
     pool_size: int = 1,
 ) -> Throughput | None:
     """Highest request rate per replica, in a pool of `pool_size` like it, among points that
-    meet the class's targets (a larger pool shares its prefill queue: perf/queueing.py)."""
+    meet the class's targets (a larger pool shares its prefill queue, perf/queueing.py, and its
+    batch slots, `admission_headroom`)."""
     best = None
     for op in candidate_points(replica, role, shape, chunks, limits):
         caps = capacity(replica, op, limits)
         if not caps or ineligibility(replica, op, shape, limits) is not None:
             continue
+        uses = {"class": usage(replica, op, shape)}
         margins = with_latency_margins(
-            replica, op, {"class": shape}, limits, caps, {"class": usage(replica, op, shape)}
+            replica, op, {"class": shape}, limits, caps, uses, pooled=pool_size
         )
         if margins is None:
             continue

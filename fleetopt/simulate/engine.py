@@ -259,6 +259,11 @@ class BatchReplica(_Engine):
         """Where attention walks each context alone: a max-heap of running sequences as
         (−(context − step index), last step index), so the longest context is its top's."""
 
+    @property
+    def full(self) -> bool:
+        """A new sequence would wait for a batch slot: every slot is taken or some wait."""
+        return bool(self.waiting) or self.admitted >= self.max_seqs
+
     def arrive(self, now: float, rid: int) -> None:
         """A prompt to prefill (colocated) or a prefilled sequence to decode (decode role)."""
         self.waiting.append(rid)
@@ -371,6 +376,7 @@ class PrefillReplica(_Engine):
     not bounded here (the planner checked the longest prompt fits)."""
 
     __slots__ = ("batch", "chunk_compute_s", "done", "queue")
+    full = False  # no batch slots: a prompt waits only for the prompts ahead
 
     def __init__(
         self,

@@ -9,9 +9,10 @@ are drawn for every request up front (vectorised, seeded).
 
 Within a pool the router joins the replica with the fewest prompt tokens still to prefill — the
 work queued ahead of the new prompt, so the pool's replicas act as one queue, as the planner's
-M/G/n TTFT model assumes — and among equals (a decode pool: all) the one with the fewest
-outstanding tokens, prompt tokens to prefill plus output tokens to decode: a queue-aware,
-least-outstanding-work policy like a production LLM router's.
+M/G/n TTFT model assumes — and among equals (a decode pool: all) one with a free batch slot,
+then the one with the fewest outstanding tokens, prompt tokens to prefill plus output tokens to
+decode: a queue-aware, least-outstanding-work policy like a production LLM router's, whose
+replicas share their slots as the planner's pool-wide admission headroom assumes.
 """
 
 from __future__ import annotations
@@ -72,14 +73,15 @@ def _draw(rng: np.random.Generator, options: list[tuple[int, float]], n: int) ->
 
 class HasBacklog(Protocol):
     prefill_backlog: int
+    full: bool
     backlog: int
 
 
 R = TypeVar("R", bound=HasBacklog)
-_backlogs = attrgetter("prefill_backlog", "backlog")
+_backlogs = attrgetter("prefill_backlog", "full", "backlog")
 
 
 def least_loaded(replicas: Sequence[R]) -> R:
-    """The replica with the fewest prompt tokens still to prefill, then the fewest outstanding
-    tokens (the first of equals)."""
+    """The replica with the fewest prompt tokens still to prefill, then one with a free batch
+    slot, then the fewest outstanding tokens (the first of equals)."""
     return min(replicas, key=_backlogs)
