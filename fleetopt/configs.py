@@ -589,7 +589,8 @@ def pooled_variants(
     if not config.op.does_decode or not timed:
         return []
     slots = min(batch_slots(replica, shape, limits) for shape in timed)
-    variants, offered, rates = [], _rates_alone(config), _rates_alone(config)
+    variants, offered = [], _rates_alone(config)
+    rates = offered
     unslotted = {r: cap for r, cap in config.capacity.items() if r not in (BATCH, KV)}
     others = {c: max_rate(unslotted, use)[0] for c, use in config.usage.items()}
     pool, last = 2, 1

@@ -88,9 +88,9 @@ def build_model(data: ProgramData, relaxed: bool = False) -> pyo.ConcreteModel:
 def model_columns(data: ProgramData, relaxed: bool = False) -> int:
     """About how many columns `build_model` makes: x, r and a pool's `open` in every period
     and, unless `relaxed`, each expanded pooling curve's fill and beyond (at most its
-    increments; the GPU counts and tiers, a few per GPU type, left out). Building and handing over a model takes
-    time in proportion (fleetopt.solve.builds_in_time), which a time limit weighs first: one
-    block of a throughput program holds every config in every period."""
+    increments; the GPU counts and tiers, a few per GPU type, left out). Building and handing
+    over a model takes time in proportion (fleetopt.solve.builds_in_time), which a time limit
+    weighs first: one block of a throughput program holds every config in every period."""
     count = len(data.configs) + len(data.eligible())
     count += sum(config.min_replicas > 1 for config in data.configs)
     if not relaxed:
